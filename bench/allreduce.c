@@ -52,8 +52,8 @@
 
 #include "backend.h"
 #include "dtype.h"
-#include "mpi/reduce.h"
-#include "mpi/world.h"
+#include "reduce.h"
+#include "world.h"
 
 #define PROG "bench_allreduce"
 #define PATTERN 64         /* element i carries (i % PATTERN) + 1 */

@@ -41,34 +41,8 @@
 #ifndef DS_AUDIO_FEATURES_H
 #define DS_AUDIO_FEATURES_H
 
+#include "input_spec.h"
 #include "status.h"
-
-/* Filterbank size behind MFCC features. */
-#define DS_MFCC_N_MELS 40
-
-typedef enum { DS_FEAT_SPECTROGRAM, DS_FEAT_LOGMEL, DS_FEAT_MFCC } ds_feature_type;
-
-typedef struct {
-    ds_feature_type type;
-    int sample_rate;          /* 16000 */
-    double window_size_s;     /* 0.02 -> n_fft = 320 */
-    double window_stride_s;   /* 0.01 -> hop = 160 */
-    int n_mels;               /* log-mel filterbank size, 80 (MFCC: DS_MFCC_N_MELS) */
-    int n_mfcc;               /* 26, at most DS_MFCC_N_MELS */
-} ds_feature_cfg;
-
-/* log-spectrogram, 16000 Hz, 0.02 s, 0.01 s, n_mels 80, n_mfcc 26. */
-ds_feature_cfg ds_feature_defaults(void);
-const char *ds_feature_type_name(ds_feature_type t);   /* log-spectrogram | log-mel | mfcc */
-ds_status ds_feature_type_parse(const char *s, ds_feature_type *out);
-int ds_feature_n_fft(const ds_feature_cfg *c);
-int ds_feature_hop(const ds_feature_cfg *c);
-int ds_feature_dim(const ds_feature_cfg *c);            /* features per frame */
-/* Frames of n samples: 1 + n / hop for even n_fft (see above); 0 when n is
- * below ds_feature_min_samples. */
-long ds_feature_frames(const ds_feature_cfg *c, long n_samples);
-/* The shortest audio ds_featurizer_run accepts: n_fft/2 + 1 samples (161, 10 ms). */
-long ds_feature_min_samples(const ds_feature_cfg *c);
 
 /* One per thread: FFTW plan, window, filterbank and DCT matrices. */
 typedef struct ds_featurizer ds_featurizer;

@@ -35,25 +35,6 @@ struct ds_loader {
     pthread_t thread;
 };
 
-const char *ds_norm_name(ds_norm n)
-{
-    return n == DS_NORM_UTTERANCE ? "utterance" : n == DS_NORM_GLOBAL ? "global" : "none";
-}
-
-ds_status ds_norm_parse(const char *s, ds_norm *out)
-{
-    if (s && strcmp(s, "utterance") == 0)
-        *out = DS_NORM_UTTERANCE;
-    else if (s && strcmp(s, "global") == 0)
-        *out = DS_NORM_GLOBAL;
-    else if (s && strcmp(s, "none") == 0)
-        *out = DS_NORM_NONE;
-    else
-        return DS_FAIL(DS_ERR_ARG, "normalisation '%s': expected utterance, global or none",
-                       s ? s : "(null)");
-    return DS_OK;
-}
-
 /* x [count] -> (x - mean) / std over all values, std unbiased (n - 1) as
  * torch's Tensor.std() in deepspeech.pytorch. Where torch would divide by
  * zero or NaN (one value, or all equal) only the mean is subtracted. */

@@ -8,17 +8,8 @@
 
 #include "batch.h"
 #include "dataset.h"
+#include "input_spec.h"
 #include "sampler.h"
-
-typedef enum { DS_NORM_UTTERANCE, DS_NORM_GLOBAL, DS_NORM_NONE } ds_norm;
-
-/* utterance: deepspeech.pytorch's per-utterance normalisation, (x - mean) / std
- * over all values of the utterance's real frames, std unbiased (n - 1) as
- * torch's Tensor.std(); where torch would divide by 0 or NaN (one value, or
- * all equal) only the mean is subtracted. global: per feature with /stats of
- * the file (a zero std only centres). none: raw features. */
-ds_status ds_norm_parse(const char *s, ds_norm *out);   /* utterance|global|none */
-const char *ds_norm_name(ds_norm n);
 
 /* SpecAugment after normalisation, masks set to 0 (the mean): freq_masks
  * masks of a width drawn uniformly in [0, freq_width] bins at a uniform start,

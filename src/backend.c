@@ -4,7 +4,7 @@
 #include "backend.h"
 
 extern const ds_backend ds_cpu_backend;
-#ifdef DS_HAVE_CUDA
+#ifdef DS_HAVE_CUDA_BACKEND
 extern const ds_backend ds_cuda_backend;
 #endif
 
@@ -12,7 +12,7 @@ const ds_backend *ds_backend_get(const char *name)
 {
     if (strcmp(name, "cpu") == 0)
         return &ds_cpu_backend;
-#ifdef DS_HAVE_CUDA
+#ifdef DS_HAVE_CUDA_BACKEND
     if (strcmp(name, "cuda") == 0)
         return &ds_cuda_backend;
 #endif

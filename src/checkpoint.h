@@ -10,8 +10,7 @@
 
 #include <hdf5.h>
 
-#include "audio_features.h"
-#include "loader.h"
+#include "input_spec.h"
 #include "model.h"
 
 typedef struct {

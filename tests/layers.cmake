@@ -1,0 +1,26 @@
+# The layers (app -> dist -> data -> core) as the compiler enforces them:
+# each file under layers/ is compiled with exactly the include paths of one
+# layer, and must fail on the header of the layer above it, by name. The
+# control file proves the same set-up compiles a legal include.
+function(layer_include_test lower upper header)
+  set(target layer_${lower}_includes_${upper})
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL layers/${lower}_includes_${upper}.c)
+  target_link_libraries(${target} PRIVATE dstrain_${lower})
+  add_test(NAME layers_${lower}_cannot_include_${upper}
+           COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${target})
+  set_tests_properties(layers_${lower}_cannot_include_${upper} PROPERTIES
+                       PASS_REGULAR_EXPRESSION "${header}: No such file or directory"
+                       RESOURCE_LOCK layer_build)
+endfunction()
+layer_include_test(core data dataset.h)
+layer_include_test(core dist reduce.h)
+layer_include_test(core app train.h)
+layer_include_test(data dist world.h)
+layer_include_test(data app cli.h)
+layer_include_test(dist app train.h)
+
+add_library(layer_core_includes_core OBJECT EXCLUDE_FROM_ALL layers/core_includes_core.c)
+target_link_libraries(layer_core_includes_core PRIVATE dstrain_core)
+add_test(NAME layers_control_compiles
+         COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target layer_core_includes_core)
+set_tests_properties(layers_control_compiles PROPERTIES RESOURCE_LOCK layer_build)
