@@ -34,7 +34,7 @@ ds_status ds_dataset_filter(const ds_dataset *d, const ds_model_cfg *cfg, double
             continue;
         }
         const uint8_t *lab = d->labels + d->label_offset[i];
-        if (ds_model_frames_out(cfg, d->frames[i]) < ds_ctc_min_frames(lab, d->label_length[i])) {
+        if (ds_config_out_frames(cfg, d->frames[i]) < ds_ctc_min_frames(lab, d->label_length[i])) {
             st->ctc_impossible++;
             continue;
         }

@@ -14,15 +14,15 @@
 
 ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which)
 {
-    const int state = which == DS_STATE;
-    const size_t n = state ? ds_model_state_count(m) : ds_model_param_count(m);
+    const int state = which == DS_BN_STATS;
+    const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
     double *host = malloc((n + 1) * sizeof *host);
     if (!host)
         return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
     ds_status st = ds_model_get(m, which, host);
-    const int count = state ? ds_model_n_state(m) : ds_model_n_params(m);
+    const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
     for (int i = 0; st == DS_OK && i < count; i++) {
-        const ds_tensor *t = state ? ds_model_state(m, i) : ds_model_param(m, i);
+        const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
         char name[128];
         hsize_t dims[4];
         for (int k = 0; k < t->rank; k++)
@@ -63,7 +63,7 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *
     if (st == DS_OK)
         st = ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS);
     if (st == DS_OK)
-        st = ds_checkpoint_write_tensors(f, m, "state", DS_STATE);
+        st = ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS);
     ds_status cst = ds_h5_close(f);
     if (st == DS_OK)
         st = cst;
@@ -135,15 +135,15 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
 
 static ds_status read_tensors(hid_t f, ds_model *m, const char *group, int which)
 {
-    const int state = which == DS_STATE;
-    const size_t n = state ? ds_model_state_count(m) : ds_model_param_count(m);
+    const int state = which == DS_BN_STATS;
+    const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
     double *host = malloc((n + 1) * sizeof *host);
     if (!host)
         return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
     ds_status st = DS_OK;
-    const int count = state ? ds_model_n_state(m) : ds_model_n_params(m);
+    const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
     for (int i = 0; st == DS_OK && i < count; i++) {
-        const ds_tensor *t = state ? ds_model_state(m, i) : ds_model_param(m, i);
+        const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
         char name[128];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
         st = ds_h5_read(f, name, DS_F64, t->count, host + t->offset);
@@ -160,7 +160,7 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m)
     DS_TRY(ds_h5_open(path, 0, &f));
     ds_status st = read_tensors(f, m, "params", DS_PARAMS);
     if (st == DS_OK)
-        st = read_tensors(f, m, "state", DS_STATE);
+        st = read_tensors(f, m, "state", DS_BN_STATS);
     ds_h5_close(f);
     return st;
 }

@@ -28,7 +28,7 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
 ds_status ds_checkpoint_load(const char *path, ds_model *m);
 
 /* /group/<name> for every tensor of buffer which (DS_PARAMS, DS_GRADS,
- * DS_STATE) in the model's dtype. */
+ * DS_BN_STATS) in the model's dtype. */
 ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which);
 
 #endif

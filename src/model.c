@@ -122,7 +122,7 @@ size_t ds_config_param_count(const ds_model_cfg *cfg)
     return n;
 }
 
-int ds_model_frames_out(const ds_model_cfg *cfg, int t)
+int ds_config_out_frames(const ds_model_cfg *cfg, int t)
 {
     for (int i = 0; i < cfg->n_conv && t > 0; i++)
         t = ds_window_out(t, cfg->conv[i].kernel_time, cfg->conv[i].stride_time, cfg->conv[i].pad_time);
@@ -216,7 +216,7 @@ static ds_status check_limits(const ds_model_cfg *cfg, const ds_model_limits *li
     if (lim->batch < 1 || lim->frames < 1 || lim->label_len < 0)
         return DS_FAIL(DS_ERR_ARG, "model limits: batch %d, frames %d, labels %d must be positive",
                        lim->batch, lim->frames, lim->label_len);
-    if (ds_model_frames_out(cfg, lim->frames) < 1)
+    if (ds_config_out_frames(cfg, lim->frames) < 1)
         return DS_FAIL(DS_ERR_ARG, "%s: %d input frames leave no output frames", cfg->name,
                        lim->frames);
     return DS_OK;
@@ -330,7 +330,7 @@ ds_status ds_model_init_params(ds_model *m, uint64_t seed)
             host[t->offset + k] = v;
     }
     if (st == DS_OK)
-        st = ds_model_put(m, DS_STATE, host);
+        st = ds_model_put(m, DS_BN_STATS, host);
     free(host);
     return st;
 }
@@ -342,7 +342,7 @@ static ds_status buffer_of(ds_model *m, int which, void **buf, size_t *count)
     switch (which) {
     case DS_PARAMS: *buf = m->p; *count = m->param_count; return DS_OK;
     case DS_GRADS: *buf = m->g; *count = m->param_count; return DS_OK;
-    case DS_STATE: *buf = m->s; *count = m->state_count; return DS_OK;
+    case DS_BN_STATS: *buf = m->s; *count = m->state_count; return DS_OK;
     }
     return DS_FAIL(DS_ERR_ARG, "no model buffer %d", which);
 }
@@ -447,16 +447,16 @@ void ds_model_set_loss_norm(ds_model *m, double utterances) { m->loss_norm = utt
 
 int ds_model_n_params(const ds_model *m) { return m->n_params; }
 const ds_tensor *ds_model_param(const ds_model *m, int i) { return &m->params[i]; }
-int ds_model_n_state(const ds_model *m) { return m->n_state; }
-const ds_tensor *ds_model_state(const ds_model *m, int i) { return &m->state[i]; }
+int ds_model_n_bn_stats(const ds_model *m) { return m->n_state; }
+const ds_tensor *ds_model_bn_stat(const ds_model *m, int i) { return &m->state[i]; }
 size_t ds_model_param_count(const ds_model *m) { return m->param_count; }
-size_t ds_model_state_count(const ds_model *m) { return m->state_count; }
+size_t ds_model_bn_stats_count(const ds_model *m) { return m->state_count; }
 ds_dtype ds_model_dtype(const ds_model *m) { return m->dt; }
 const ds_model_cfg *ds_model_config(const ds_model *m) { return &m->cfg; }
 void *ds_model_params(ds_model *m) { return m->p; }
 void *ds_model_grads(ds_model *m) { return m->g; }
-void *ds_model_states(ds_model *m) { return m->s; }
-int ds_model_out_frames(const ds_model *m) { return m->t[m->cfg.n_conv]; }
+void *ds_model_bn_stats(ds_model *m) { return m->s; }
+int ds_model_batch_out_frames(const ds_model *m) { return m->t[m->cfg.n_conv]; }
 const int *ds_model_out_lengths(const ds_model *m)
 {
     return m->h_len + (size_t)m->cfg.n_conv * m->lim.batch;
@@ -464,7 +464,7 @@ const int *ds_model_out_lengths(const ds_model *m)
 
 ds_status ds_model_logits(ds_model *m, double *host)
 {
-    const size_t n = (size_t)ds_model_out_frames(m) * m->n * m->cfg.n_classes;
+    const size_t n = (size_t)ds_model_batch_out_frames(m) * m->n * m->cfg.n_classes;
     DS_TRY(m->be->to_host(m->ctx, m->dt, n, ds_m_act(m, m->logits), m->stage));
     return ds_convert(DS_F64, host, m->dt, m->stage, n);
 }

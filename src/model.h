@@ -91,31 +91,31 @@ void ds_model_set_loss_norm(ds_model *m, double utterances);
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
 const ds_tensor *ds_model_param(const ds_model *m, int i);
-int ds_model_n_state(const ds_model *m);
-const ds_tensor *ds_model_state(const ds_model *m, int i);
+int ds_model_n_bn_stats(const ds_model *m);
+const ds_tensor *ds_model_bn_stat(const ds_model *m, int i);
 size_t ds_model_param_count(const ds_model *m);
-size_t ds_model_state_count(const ds_model *m);
+size_t ds_model_bn_stats_count(const ds_model *m);
 ds_dtype ds_model_dtype(const ds_model *m);
 const ds_model_cfg *ds_model_config(const ds_model *m);
 
 /* Backend buffers, for the optimizer and gradient reduction. */
 void *ds_model_params(ds_model *m);        /* [param_count] */
 void *ds_model_grads(ds_model *m);         /* [param_count] */
-void *ds_model_states(ds_model *m);        /* [state_count] */
+void *ds_model_bn_stats(ds_model *m);        /* [state_count] */
 
 /* Host copies as double (any model dtype). */
 ds_status ds_model_get(ds_model *m, int which, double *host);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
-enum { DS_PARAMS, DS_GRADS, DS_STATE };
+enum { DS_PARAMS, DS_GRADS, DS_BN_STATS };
 
 /* Output frames of the current batch, and per utterance. */
-int ds_model_out_frames(const ds_model *m);
+int ds_model_batch_out_frames(const ds_model *m);
 const int *ds_model_out_lengths(const ds_model *m);     /* host [N] */
 /* Logits of the last forward as double: [T'][N][classes]. */
 ds_status ds_model_logits(ds_model *m, double *host);
 
 /* Output frames for in_frames input frames (0 if too short). */
-int ds_model_frames_out(const ds_model_cfg *cfg, int in_frames);
+int ds_config_out_frames(const ds_model_cfg *cfg, int in_frames);
 /* Number of parameters of a configuration, without building it. */
 size_t ds_config_param_count(const ds_model_cfg *cfg);
 

@@ -87,7 +87,7 @@ static inline void *ds_m_act(ds_model *m, size_t off) { return ds_elem(m->act, m
 static inline void *ds_m_dact(ds_model *m, size_t off) { return ds_elem(m->dact, m->dt, off); }
 static inline void *ds_m_param(ds_model *m, int i) { return ds_elem(m->p, m->dt, m->params[i].offset); }
 static inline void *ds_m_grad(ds_model *m, int i) { return ds_elem(m->g, m->dt, m->params[i].offset); }
-static inline void *ds_m_state(ds_model *m, int i) { return ds_elem(m->s, m->dt, m->state[i].offset); }
+static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->s, m->dt, m->state[i].offset); }
 static inline int *ds_m_len(ds_model *m, int stage) { return m->d_len + (size_t)stage * m->lim.batch; }
 static inline int ds_m_rnn_dirs(const ds_model *m) { return m->cfg.bidirectional ? 2 : 1; }
 

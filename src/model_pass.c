@@ -24,7 +24,7 @@ static ds_status bn_forward(ds_model *m, const bn_layer *l, const ds_view *v, co
     const ds_ops *op = m->op;
     if (!m->train)
         return op->bn_fwd_eval(m->ctx, v, len, x, ds_m_param(m, l->gamma), ds_m_param(m, l->beta),
-                               ds_m_state(m, l->run_mean), ds_m_state(m, l->run_var),
+                               ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var),
                                m->cfg.bn_eps, y);
     DS_TRY(op->bn_moments(m->ctx, v, len, x, ds_m_act(m, l->mom)));
     if (m->hooks.bn_reduce)
@@ -35,7 +35,7 @@ static ds_status bn_forward(ds_model *m, const bn_layer *l, const ds_view *v, co
     return op->bn_fwd_train(m->ctx, v, len, count, x, ds_m_act(m, l->mom), ds_m_param(m, l->gamma),
                             ds_m_param(m, l->beta), m->cfg.bn_eps, m->cfg.bn_momentum, y,
                             ds_m_act(m, l->mean), ds_m_act(m, l->invstd),
-                            ds_m_state(m, l->run_mean), ds_m_state(m, l->run_var));
+                            ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var));
 }
 
 static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, const int *len,
@@ -45,7 +45,7 @@ static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, c
     void *dgamma = ds_m_grad(m, l->gamma), *dbeta = ds_m_grad(m, l->beta);
     if (!m->train)
         return op->bn_bwd_eval(m->ctx, v, len, dy, x, ds_m_param(m, l->gamma),
-                               ds_m_state(m, l->run_mean), ds_m_state(m, l->run_var),
+                               ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var),
                                m->cfg.bn_eps, dx, dgamma, dbeta);
     DS_TRY(op->bn_bwd_moments(m->ctx, v, len, dy, x, ds_m_act(m, l->mean), ds_m_act(m, l->invstd),
                               ds_m_act(m, l->dmom)));
@@ -66,7 +66,7 @@ static ds_conv_geom conv_geom(const ds_model *m, int i)
 
 static ds_rnn_geom rnn_geom(const ds_model *m, int j, int reverse)
 {
-    return (ds_rnn_geom){m->cfg.cell, ds_model_out_frames(m), m->n, m->rnn[j].in, m->cfg.hidden,
+    return (ds_rnn_geom){m->cfg.cell, ds_model_batch_out_frames(m), m->n, m->rnn[j].in, m->cfg.hidden,
                          reverse};
 }
 
@@ -90,7 +90,7 @@ static ds_status conv_forward(ds_model *m, int i, const void *x)
 static ds_status rnn_forward(ds_model *m, int j, const void *x)
 {
     const rnn_layer *r = &m->rnn[j];
-    const int T = ds_model_out_frames(m);
+    const int T = ds_model_batch_out_frames(m);
     const int *len = ds_m_len(m, m->cfg.n_conv);
     const void *rin = x;
     if (r->has_bn) {
@@ -111,7 +111,7 @@ static ds_status rnn_forward(ds_model *m, int j, const void *x)
 /* Lookahead and hidden FC layers; returns the input of the output BN. */
 static ds_status head_forward(ds_model *m, const void **x)
 {
-    const int T = ds_model_out_frames(m), H = m->cfg.hidden;
+    const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
     const size_t rows = (size_t)T * m->n;
     const int *len = ds_m_len(m, m->cfg.n_conv);
     if (m->la_w >= 0) {
@@ -144,7 +144,7 @@ ds_status ds_model_forward(ds_model *m, int train)
         x = ds_m_act(m, m->conv[i].y);
     }
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
-    const int T = ds_model_out_frames(m);
+    const int T = ds_model_batch_out_frames(m);
     DS_TRY(m->op->conv_to_seq(m->ctx, m->n, last->co, T, last->fo, x, ds_m_act(m, m->s0)));
     x = ds_m_act(m, m->s0);
     for (int j = 0; j < m->cfg.rnn_layers; j++) {
@@ -163,7 +163,7 @@ ds_status ds_model_forward(ds_model *m, int train)
 
 ds_status ds_model_loss(ds_model *m, int want_grad, ds_loss *out, double *losses)
 {
-    const int T = ds_model_out_frames(m);
+    const int T = ds_model_batch_out_frames(m);
     const double norm = m->loss_norm > 0 ? m->loss_norm : m->n;
     if (want_grad)   /* backward accumulates into dact: start it from zero */
         DS_TRY(m->be->zero(m->ctx, m->dt, m->dact_count, m->dact));
@@ -218,7 +218,7 @@ static void head_input(ds_model *m, int k, const void **x, void **dx)
  * last RNN layer's output in its dy. */
 static ds_status head_backward(ds_model *m)
 {
-    const int T = ds_model_out_frames(m), H = m->cfg.hidden;
+    const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
     const size_t rows = (size_t)T * m->n;
     const int *len = ds_m_len(m, m->cfg.n_conv);
     const rnn_layer *last = &m->rnn[m->cfg.rnn_layers - 1];
@@ -254,7 +254,7 @@ static ds_status head_backward(ds_model *m)
 static ds_status rnn_backward(ds_model *m, int j)
 {
     const rnn_layer *r = &m->rnn[j];
-    const int T = ds_model_out_frames(m);
+    const int T = ds_model_batch_out_frames(m);
     const int *len = ds_m_len(m, m->cfg.n_conv);
     const void *x = j ? ds_m_act(m, m->rnn[j - 1].y) : ds_m_act(m, m->s0);
     void *dx = j ? ds_m_dact(m, m->rnn[j - 1].dy) : ds_m_dact(m, m->ds0);
@@ -302,7 +302,7 @@ ds_status ds_model_backward(ds_model *m)
     for (int j = m->cfg.rnn_layers - 1; j >= 0; j--)
         DS_TRY(rnn_backward(m, j));
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
-    DS_TRY(m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_out_frames(m), last->fo,
+    DS_TRY(m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_batch_out_frames(m), last->fo,
                                   ds_m_dact(m, m->ds0), ds_m_dact(m, last->dy)));
     for (int i = m->cfg.n_conv - 1; i >= 0; i--)
         DS_TRY(conv_backward(m, i));

@@ -19,7 +19,7 @@ ds_status ds_scorer_create(const ds_model_cfg *cfg, const ds_model_limits *lim, 
         return DS_FAIL(DS_ERR_UNSUPPORTED, "scoring needs the %d-symbol alphabet, %s has %d classes",
                        DS_ALPHABET_SIZE, cfg->name, cfg->n_classes);
     ds_scorer *s = calloc(1, sizeof *s);
-    const int t = ds_model_frames_out(cfg, lim->frames);
+    const int t = ds_config_out_frames(cfg, lim->frames);
     if (!s)
         return DS_FAIL(DS_ERR_MEM, "scorer");
     s->max_text = (t > lim->label_len ? t : lim->label_len) + 1;

@@ -138,7 +138,7 @@ static ds_status transcribe_one(const char *ckpt, const char *path)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "%s: trained with --norm global; transcribe supports "
                                            "utterance and none", ckpt);
     DS_TRY_GOTO(st, featurize(path, &info, &x, &frames), out);
-    if (ds_model_frames_out(&cfg, frames) < 1) {
+    if (ds_config_out_frames(&cfg, frames) < 1) {
         st = DS_FAIL(DS_ERR_ARG, "%s: %d frames is too short for the model", path, frames);
         goto out;
     }
@@ -151,7 +151,7 @@ static ds_status transcribe_one(const char *ckpt, const char *path)
     b.lengths[0] = frames;
     DS_TRY_GOTO(st, ds_model_set_batch(m, &b), out);
     DS_TRY_GOTO(st, ds_model_forward(m, 0), out);
-    const int t = ds_model_out_frames(m);
+    const int t = ds_model_batch_out_frames(m);
     logits = malloc((size_t)t * cfg.n_classes * sizeof *logits);
     labels = malloc((size_t)t * sizeof *labels);
     text = malloc((size_t)t + 1);

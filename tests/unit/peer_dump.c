@@ -90,9 +90,9 @@ static ds_status make_impossible(const ds_model_cfg *cfg, ds_batch *b)
         b->label_len[i] = 2;
     }
     int len = b->lengths[i];
-    while (len > 1 && ds_model_frames_out(cfg, len) >= b->label_len[i])
+    while (len > 1 && ds_config_out_frames(cfg, len) >= b->label_len[i])
         len--;
-    if (ds_model_frames_out(cfg, len) < 1 || ds_model_frames_out(cfg, len) >= b->label_len[i])
+    if (ds_config_out_frames(cfg, len) < 1 || ds_config_out_frames(cfg, len) >= b->label_len[i])
         return DS_FAIL(DS_ERR_ARG, "--impossible: cannot shorten utterance %d enough", i);
     for (int s = len; s < b->t; s++)
         for (int j = 0; j < b->f; j++)
@@ -150,7 +150,7 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "dtype", ds_dtype_name(o->dt)), out);
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "mode", o->train ? "train" : "eval"), out);
     DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS), out);
-    DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state", DS_STATE), out);
+    DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS), out);
     DS_TRY_GOTO(st, put_batch(f, &b, o->dt), out);
 
     DS_TRY_GOTO(st, ds_model_set_batch(m, &b), out);
@@ -160,7 +160,7 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_model_loss(m, 1, &loss, losses), out);
     DS_TRY_GOTO(st, ds_model_backward(m), out);
 
-    const int T = ds_model_out_frames(m), C = cfg.n_classes;
+    const int T = ds_model_batch_out_frames(m), C = cfg.n_classes;
     buf = malloc((size_t)T * b.n * C * sizeof *buf);
     if (!buf) {
         st = DS_FAIL(DS_ERR_MEM, "logits");
@@ -173,7 +173,7 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_h5_write(f, "out/out_lengths", DS_I32, 1, (hsize_t[]){(hsize_t)b.n},
                                 ds_model_out_lengths(m)), out);
     DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "grads", DS_GRADS), out);
-    DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state_after", DS_STATE), out);
+    DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state_after", DS_BN_STATS), out);
     printf("peer_dump: %s %s %s loss %.10g (%d infinite) -> %s\n", cfg.name, ds_dtype_name(o->dt),
            o->train ? "train" : "eval", loss.loss, loss.n_infinite, o->out);
 out:

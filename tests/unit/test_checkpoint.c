@@ -25,7 +25,7 @@ static ds_model *make_model(const char *preset, ds_dtype dt, ds_ctx *ctx)
 /* Buffer which of a and b are bit-identical. */
 static int same(ds_model *a, ds_model *b, int which)
 {
-    size_t n = which == DS_STATE ? ds_model_state_count(a) : ds_model_param_count(a);
+    size_t n = which == DS_BN_STATS ? ds_model_bn_stats_count(a) : ds_model_param_count(a);
     double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     int eq = x && y && ds_model_get(a, which, x) == DS_OK && ds_model_get(b, which, y) == DS_OK &&
              memcmp(x, y, n * sizeof *x) == 0;
@@ -59,10 +59,10 @@ int main(void)
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         T_OK(ds_checkpoint_save(path, a, &info));
         T_CHECK(access(path, R_OK) == 0 && access(tmp, F_OK) != 0, "file in place, no temp left");
-        T_CHECK(!same(a, b, DS_PARAMS) && !same(a, b, DS_STATE), "models differ before loading");
+        T_CHECK(!same(a, b, DS_PARAMS) && !same(a, b, DS_BN_STATS), "models differ before loading");
         T_OK(ds_checkpoint_load(path, b));
         T_CHECK(same(a, b, DS_PARAMS), "%s parameters restored exactly", ds_dtype_name(dt));
-        T_CHECK(same(a, b, DS_STATE), "%s BatchNorm state restored exactly", ds_dtype_name(dt));
+        T_CHECK(same(a, b, DS_BN_STATS), "%s BatchNorm state restored exactly", ds_dtype_name(dt));
 
         ds_model_cfg cfg;
         ds_dtype got;
