@@ -336,7 +336,9 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
     ds_reducer *r = NULL;
     int ok = 1;
     if (o->op == OP_REDUCER) {
-        ds_status st = ds_reducer_create(w, DS_REDUCE_MPI, be, ctx, o->dt, buf, count, bucket_elems, &r);
+        const ds_reducer_cfg rc = {.world = w, .kind = DS_REDUCE_MPI, .be = be, .ctx = ctx,
+                                   .dt = o->dt, .grads = buf, .n = count, .bucket_elems = bucket_elems};
+        ds_status st = ds_reducer_create(&rc, &r);
         if (st != DS_OK) {
             fprintf(stderr, PROG ": rank %d: ds_reducer_create (%zu B, %s, buckets of %zu elements) "
                     "failed: %s: %s\n", g_rank, row->bytes, tn, bucket_elems, ds_status_name(st),
@@ -357,9 +359,11 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
         mpi_check(w, MPI_Barrier(w->comm), "MPI_Barrier");
         const double t0 = MPI_Wtime();
         if (r) {
-            ds_reducer_begin(r);
-            ds_reducer_ready(r, 0);
-            ds_status st = ds_reducer_finish(r, NULL);
+            ds_status st = ds_reducer_begin(r);
+            if (st == DS_OK)
+                st = ds_reducer_ready(r, 0);
+            if (st == DS_OK)
+                st = ds_reducer_finish(r, NULL);
             if (st != DS_OK)
                 fatal(w, "ds_reducer_finish (%zu B, %s, iteration %ld): %s: %s", row->bytes, tn, it,
                       ds_status_name(st), ds_last_error());

@@ -25,6 +25,7 @@ struct ds_loader {
     int f;                        /* features per frame */
     ds_batch *ring;               /* [depth] */
     long *take;                   /* [cfg.batch] the producer's current take */
+    long *other;                  /* [cfg.batch] another rank's take, for the global lengths */
     pthread_mutex_t lock;
     pthread_cond_t ready_cv;      /* producer -> caller: a batch, the end or an error */
     pthread_cond_t free_cv;       /* caller -> producer: a slot released, or stop */
@@ -205,6 +206,26 @@ static ds_status publish(ds_loader *l)
     return rc ? DS_FAIL(DS_ERR_ARG, "loader: pthread_cond_signal: %s", strerror(rc)) : DS_OK;
 }
 
+/* Every rank's share of global batch k, from the sampler all ranks share:
+ * the frames of all its utterances into b's global lengths (ranks > 1).
+ * *whole = 0 when some rank's share is empty: every rank skips that batch
+ * alike, so no rank waits in a step the others do not take. */
+static ds_status global_share(ds_loader *l, long k, ds_batch *b, int *whole)
+{
+    const int ranks = ds_sampler_ranks(l->cfg.sampler);
+    *whole = 1;
+    b->n_global = 0;
+    for (int r = 0; r < ranks && *whole; r++) {
+        int n = ds_sampler_take(l->cfg.sampler, l->cfg.epoch, k, r, l->other);
+        if (n < 0)
+            return DS_ERR_ARG;   /* recorded by the sampler */
+        *whole = n > 0;
+        for (int j = 0; ranks > 1 && j < n; j++)
+            b->global_lengths[b->n_global++] = l->cfg.data->frames[l->other[j]];
+    }
+    return DS_OK;
+}
+
 static ds_status produce_epoch(ds_loader *l)
 {
     const long n_batches = ds_sampler_batches(l->cfg.sampler);
@@ -212,12 +233,13 @@ static ds_status produce_epoch(ds_loader *l)
         int n = ds_sampler_take(l->cfg.sampler, l->cfg.epoch, k, l->cfg.rank, l->take);
         if (n < 0)
             return DS_ERR_ARG;   /* recorded by the sampler */
-        if (n == 0)
-            continue;            /* this rank's share of the short last batch */
-        int slot, stopped;
+        int slot, stopped, whole;
         DS_TRY(wait_slot(l, &slot, &stopped));
         if (stopped)
             return DS_OK;
+        DS_TRY(global_share(l, k, &l->ring[slot], &whole));
+        if (!whole)
+            continue;            /* the short batch leaves some rank without utterances */
         DS_TRY(fill_batch(l, k, l->take, n, &l->ring[slot]));
         DS_TRY(publish(l));
     }
@@ -272,6 +294,7 @@ static void free_buffers(ds_loader *l)
             ds_batch_free(&l->ring[s]);
     free(l->ring);
     free(l->take);
+    free(l->other);
     free(l);
 }
 
@@ -280,10 +303,13 @@ static ds_status alloc_buffers(ds_loader *l)
     const ds_loader_cfg *c = &l->cfg;
     l->ring = calloc((size_t)c->depth, sizeof *l->ring);
     l->take = malloc((size_t)c->batch * sizeof *l->take);
-    if (!l->ring || !l->take)
+    l->other = malloc((size_t)c->batch * sizeof *l->other);
+    if (!l->ring || !l->take || !l->other)
         return DS_FAIL(DS_ERR_MEM, "loader: ring of %d", c->depth);
-    for (int s = 0; s < c->depth; s++)
+    for (int s = 0; s < c->depth; s++) {
         DS_TRY(ds_batch_alloc(&l->ring[s], c->batch, c->max_frames, l->f, c->batch * c->max_labels));
+        DS_TRY(ds_batch_alloc_global(&l->ring[s], c->batch * ds_sampler_ranks(c->sampler)));
+    }
     return DS_OK;
 }
 

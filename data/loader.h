@@ -36,8 +36,9 @@ typedef struct {
 typedef struct ds_loader ds_loader;
 
 /* Starts the thread on cfg->epoch's batches for cfg->rank: the sampler's
- * global batches k = 0, 1, ... in order, skipping those where this rank's
- * take is empty. The ring of depth batches (batch x max_frames x n_features,
+ * global batches k = 0, 1, ... in order, skipping on every rank alike a short
+ * global batch that leaves some rank's take empty. Each batch carries the
+ * lengths of its whole global batch (ds_batch.global_lengths, ranks > 1). The ring of depth batches (batch x max_frames x n_features,
  * batch * max_labels labels) is allocated here, nothing per batch. Until
  * ds_loader_stop the thread owns data's reads: no other ds_dataset_read on
  * it meanwhile; data and sampler must outlive the loader. */

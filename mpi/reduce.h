@@ -4,46 +4,53 @@
  * elements from its end: bucket 0 holds the last parameters (the output
  * layer, whose gradients backward finishes first). As backward reports that
  * every gradient from some offset to the end is final (ds_reducer_ready),
- * each bucket lying wholly in that range is handed to a communication
- * thread, which sums it across ranks in place (MPI_Allreduce on the world's
- * grad_comm) while backward goes on. ds_reducer_finish waits for the rest.
- * The sum is not scaled: the loss is already divided by the global batch.
- * The NCCL backend (CUDA issue) implements the same interface. */
+ * the reducer records an event on the compute context and hands each bucket
+ * lying wholly in that range to the transport (transport.h), which sums it
+ * across ranks once the event has passed, while backward goes on.
+ * ds_reducer_finish waits for the rest. The sum is not scaled: the loss is
+ * already divided by the global batch. */
 #ifndef DS_REDUCE_H
 #define DS_REDUCE_H
 
 #include <stddef.h>
 
 #include "backend.h"
+#include "reduce_timing.h"
 #include "world.h"
 
 typedef enum { DS_REDUCE_MPI, DS_REDUCE_NCCL } ds_reduce_kind;
 
 ds_status ds_reduce_kind_parse(const char *s, ds_reduce_kind *out);   /* mpi | nccl */
 
-typedef struct {
-    int buckets;
-    double backward_ms;      /* from ds_reducer_begin to the last ready call */
-    double reduce_ms;        /* communication thread busy time */
-    double hidden_ms;        /* of which before backward ended */
-    double wait_ms;          /* main thread blocked in ds_reducer_finish */
-    int started_early;       /* buckets started before backward ended */
-} ds_reduce_timing;
-
 typedef struct ds_reducer ds_reducer;
 
-/* grads [n] of dtype dt in backend memory (host memory on the CPU backend). */
-ds_status ds_reducer_create(ds_world *w, ds_reduce_kind kind, const ds_backend *be, ds_ctx *ctx,
-                            ds_dtype dt, void *grads, size_t n, size_t bucket_elems,
-                            ds_reducer **out);
+typedef struct {
+    ds_world *world;
+    ds_reduce_kind kind;
+    const ds_backend *be;
+    ds_ctx *ctx;              /* the compute context */
+    int device;
+    ds_dtype dt;              /* the gradients' dtype (compute role) */
+    void *grads;              /* [n] backend memory */
+    size_t n;
+    size_t bucket_elems;
+    size_t sum_capacity;      /* largest ds_reducer_sum (BatchNorm moments) */
+    int force_staging;        /* MPI: stage through host buffers even on the CPU (tests) */
+} ds_reducer_cfg;
+
+ds_status ds_reducer_create(const ds_reducer_cfg *c, ds_reducer **out);
 void ds_reducer_destroy(ds_reducer *r);
 int ds_reducer_buckets(const ds_reducer *r);
 
 /* Starts a step. */
-void ds_reducer_begin(ds_reducer *r);
-/* grads [offset, n) are final: hands over every bucket now complete. */
-void ds_reducer_ready(ds_reducer *r, size_t offset);
+ds_status ds_reducer_begin(ds_reducer *r);
+/* grads [offset, n) are final once the work queued so far completes: hands
+ * over every bucket now complete. */
+ds_status ds_reducer_ready(ds_reducer *r, size_t offset);
 /* Waits for every bucket; t (may be NULL) gets the step's timing. */
 ds_status ds_reducer_finish(ds_reducer *r, ds_reduce_timing *t);
+/* Sums buf [count] of dt (backend memory) across ranks in queue order
+ * (synchronised BatchNorm's moments), through the same transport. */
+ds_status ds_reducer_sum(ds_reducer *r, void *buf, size_t count, ds_dtype dt, const char *what);
 
 #endif

@@ -27,3 +27,19 @@ int ds_cell_gates(ds_cell cell)
     default: return 1;
     }
 }
+
+ds_roles ds_precision_roles(ds_dtype compute)
+{
+    switch (compute) {
+    case DS_F64: return (ds_roles){DS_F64, DS_F64, DS_F64, DS_F64};
+    case DS_F16: return (ds_roles){DS_F16, DS_F32, DS_F32, DS_F64};
+    case DS_BF16: return (ds_roles){DS_BF16, DS_F32, DS_F32, DS_F64};
+    default: return (ds_roles){DS_F32, DS_F32, DS_F32, DS_F64};
+    }
+}
+
+size_t ds_align_elems(ds_dtype t, size_t count)
+{
+    const size_t per = DS_ALIGN_BYTES / ds_dtype_size(t);
+    return (count + per - 1) / per * per;
+}

@@ -1,17 +1,30 @@
 /* backend.h - the seam between the model and the hardware.
  *
- * A backend (src/cpu/, later cuda/) owns all tensor memory and runs every op.
- * The core never dereferences a tensor pointer: it reaches memory only
- * through to_host / from_host. Ops take the backend's context (a stream on
- * the GPU) and work on one dtype; ds_backend.ops(dtype) gives the op table
- * for a dtype, or NULL when the backend does not implement it.
+ * A backend (src/cpu/, cuda/) owns all tensor memory and runs every op. The
+ * core never dereferences a tensor pointer: it reaches memory only through
+ * to_host / from_host and the ops. Ops take the backend's context first (a
+ * stream on the GPU) and are queued in order on it; ds_backend.ops(dtype)
+ * gives the op table for a compute dtype, or NULL when the backend lacks it.
  *
- * Conventions for every op:
- *  - pointers named d* are gradients; parameter and input gradients
- *    accumulate (+=) unless the comment says "assigns";
- *  - lengths, labels and offsets are int32 arrays in backend memory;
- *  - counts and workspace sizes are elements of the op table's dtype;
- *  - the shape of each tensor argument is given in brackets.
+ * Rules for every op:
+ *  - the shape of each tensor argument is given in brackets, and its role:
+ *      compute  activations, working weights, their gradients (the table's dtype)
+ *      stats    BatchNorm parameters, running statistics and moments
+ *               (ds_precision_roles(dtype).stats: FP32, or FP64 in fp64 runs)
+ *      scalar   losses, norms, optimizer status (always FP64: accumulated in
+ *               double, and tiny)
+ *    a tensor without a role named is compute;
+ *  - pointers named d* are gradients; parameter gradients accumulate (+=),
+ *    input gradients too, unless the comment says "assigns";
+ *  - NULL means "not wanted" only where the comment says so;
+ *  - lengths, labels and offsets are int32 arrays in backend memory; where a
+ *    library needs lengths on the host too (cuDNN's RNN data descriptor) the
+ *    op takes both, and they must agree;
+ *  - counts and workspace sizes are elements of the tensor's dtype, never bytes;
+ *  - no op allocates: every scratch region is sized once, at start-up, by a
+ *    size query for the run's limits (largest batch and length), and passed in;
+ *  - no op waits for the host or makes the host wait, except the ones named
+ *    "blocking" in ds_backend.
  */
 #ifndef DS_BACKEND_H
 #define DS_BACKEND_H
@@ -21,7 +34,9 @@
 #include "dtype.h"
 #include "status.h"
 
-typedef struct ds_ctx ds_ctx;   /* backend-private: BLAS handle, stream, ... */
+typedef struct ds_ctx ds_ctx;             /* backend-private: stream, library handles */
+typedef struct ds_event ds_event;         /* a point in a context's queue of work */
+typedef struct ds_rnn_plan ds_rnn_plan;   /* backend-private: one recurrent layer's set-up */
 
 /* An activation seen as [n utterances][c channels][p positions] with element
  * strides; position p of utterance i is real when p / p_per_t < len[i] and
@@ -44,24 +59,70 @@ typedef struct {
 
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;
 
-/* One direction of one recurrent layer over x [t][n][in] -> y [t][n][hidden].
- * Gate order follows PyTorch: LSTM i,f,g,o (G=4); GRU r,z,n (G=3); RNN G=1.
- * Utterance i runs over its first len[i] frames only (packed-sequence
- * semantics); reverse runs from frame len[i]-1 down to 0. */
+int ds_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */
+
+/* One recurrent layer: one or two directions over x [t][n][in], summed into
+ * y [t][n][hidden]. Gates follow PyTorch: LSTM i,f,g,o; GRU r,z,n (the reset
+ * gate applied to W_hn h + b_hn, as PyTorch and cuDNN do). Utterance i runs
+ * over its first len[i] frames only (packed-sequence semantics): forward from
+ * frame 0, the reverse direction from frame len[i]-1 down to 0; frames at or
+ * past len[i] of y are zero. max_t and max_n are the run's limits, for which
+ * the plan's reserve and work sizes hold. */
 typedef struct {
     ds_cell cell;
-    int t, n, in, hidden;
-    int reverse;
-} ds_rnn_geom;
+    int dirs;               /* 1 or 2 */
+    int in, hidden;
+    int max_t, max_n;
+} ds_rnn_desc;
 
-int ds_cell_gates(ds_cell cell);
+enum { DS_RNN_W_IH, DS_RNN_W_HH, DS_RNN_B_IH, DS_RNN_B_HH, DS_RNN_TENSORS };
+
+/* Where the backend wants a layer's weights, and the space its passes need.
+ * The layer's weights are one span of the flat parameter buffer (its start
+ * 256-byte aligned by the model), laid out as the backend's library wants it
+ * (cuDNN's weight space is then a view of the flat buffer, never a copy):
+ * tensor k of direction d, shaped as PyTorch's (w_ih [G*hidden][in], w_hh
+ * [G*hidden][hidden], b_ih, b_hh [G*hidden]), starts offset[d][k] elements
+ * into the span. The gradient buffer has the same layout. */
+typedef struct {
+    size_t span;                            /* elements of the weight span */
+    size_t offset[2][DS_RNN_TENSORS];
+    size_t reserve;                         /* elements kept from forward to backward */
+    size_t work;                            /* elements of scratch, forward or backward */
+} ds_rnn_layout;
+
+/* Optimizer hyperparameters of one update (host values). */
+typedef struct {
+    double lr;
+    double momentum;          /* sgd; 0: plain SGD */
+    int nesterov;             /* sgd */
+    double beta1, beta2, eps; /* adamw */
+    double weight_decay;
+    double max_norm;          /* clip the global gradient norm to this; <= 0: never */
+} ds_opt_hparams;
+
+/* The optimizer's scalars in backend memory (scalar role), read by the host
+ * only after the step: */
+enum {
+    DS_OPT_SUMSQ,     /* sum of squared gradients: written by sumsq */
+    DS_OPT_NORM,      /* its square root, the global gradient norm */
+    DS_OPT_CLIP,      /* the factor the gradients were scaled by (1: not clipped) */
+    DS_OPT_SKIPPED,   /* 1 when the norm was not finite and nothing was updated */
+    DS_OPT_STEPS,     /* updates applied so far (AdamW's bias correction counts them) */
+    DS_OPT_SCALARS
+};
+
+/* The loss of a batch in backend memory (scalar role). */
+enum {
+    DS_LOSS_MEAN,        /* sum of the finite utterance losses / the loss norm */
+    DS_LOSS_INFINITE,    /* utterances without a valid alignment (zero_infinity) */
+    DS_LOSS_SCALARS
+};
 
 typedef struct ds_ops {
-    /* ---- workspace sizes (elements) ---- */
+    /* ---- scratch sizes (elements of the table's dtype) ---- */
     size_t (*conv2d_work)(const ds_conv_geom *g);
-    /* Saved by rnn_fwd for rnn_bwd, per direction. */
-    size_t (*rnn_saved)(const ds_rnn_geom *g);
-    size_t (*rnn_work)(const ds_rnn_geom *g);
+    size_t (*lookahead_work)(int n, int h);
     size_t (*ctc_work)(int t, int n, int c, int max_label_len);
 
     /* ---- convolution ---- */
@@ -78,13 +139,15 @@ typedef struct ds_ops {
 
     /* ---- BatchNorm over real positions only (padding neither counts nor
      * receives output: y is zero there). count = number of real positions
-     * per channel, known to the host from the lengths. ---- */
+     * per channel, across every rank whose moments were summed: the host
+     * knows it from the lengths. gamma, beta, dgamma, dbeta, save_mean,
+     * save_invstd, run_mean, run_var [c] and mom [2*c] are stats role. ---- */
     /* mom [2*c]: sum of x, then sum of x^2, per channel (assigns). */
     ds_status (*bn_moments)(ds_ctx *, const ds_view *v, const int *len, const void *x,
                             void *mom);
     /* Batch statistics from mom; biased variance normalises, unbiased variance
      * enters the running estimate: r = (1-momentum)*r + momentum*stat.
-     * x, y share view v; gamma, beta, save_mean, save_invstd, run_mean, run_var [c]. */
+     * x, y share view v. */
     ds_status (*bn_fwd_train)(ds_ctx *, const ds_view *v, const int *len, double count,
                               const void *x, const void *mom, const void *gamma,
                               const void *beta, double eps, double momentum, void *y,
@@ -134,65 +197,124 @@ typedef struct ds_ops {
      * x, y [t][n][h], w [h][k]. */
     ds_status (*lookahead_fwd)(ds_ctx *, int t, int n, int h, int k, const void *x,
                                const void *w, void *y);
+    /* dx [t][n][h] (NULL: not wanted), dw [h][k] accumulate. work [lookahead_work(n, h)]. */
     ds_status (*lookahead_bwd)(ds_ctx *, int t, int n, int h, int k, const void *x,
-                               const void *w, const void *dy, void *dx, void *dw);
+                               const void *w, const void *dy, void *dx, void *dw, void *work);
 
-    /* ---- recurrent (one direction) ---- */
-    /* x [t][n][in], w_ih [G*hidden][in], w_hh [G*hidden][hidden], b_ih, b_hh [G*hidden],
-     * y [t][n][hidden]: assigned, or added to when accumulate (summing directions);
-     * frames at or past len[i] get 0 (or nothing added). saved [rnn_saved(g)]. */
-    ds_status (*rnn_fwd)(ds_ctx *, const ds_rnn_geom *g, const int *len, const void *x,
-                         const void *w_ih, const void *w_hh, const void *b_ih,
-                         const void *b_hh, int accumulate, void *y, void *saved);
-    /* dy [t][n][hidden] (frames past len ignored); dx [t][n][in] (NULL: not wanted) and
-     * the weight gradients accumulate. work [rnn_work(g)]. */
-    ds_status (*rnn_bwd)(ds_ctx *, const ds_rnn_geom *g, const int *len, const void *x,
-                         const void *w_ih, const void *w_hh, const void *dy,
-                         const void *saved, void *dx, void *dw_ih, void *dw_hh,
-                         void *db_ih, void *db_hh, void *work);
+    /* ---- recurrent layer (ds_rnn_desc: both directions in one call) ---- */
+    /* Once per layer at start-up: the backend's set-up (cuDNN descriptors) and
+     * its layout (ds_rnn_layout). Released with rnn_plan_destroy. */
+    ds_status (*rnn_plan)(ds_ctx *, const ds_rnn_desc *d, ds_rnn_plan **plan,
+                          ds_rnn_layout *layout);
+    void (*rnn_plan_destroy)(ds_ctx *, ds_rnn_plan *plan);
+    /* x [t][n][in], w [layout.span], y [t][n][hidden] (assigns: directions
+     * summed, zero past len), reserve [layout.reserve] (kept for rnn_bwd),
+     * work [layout.work]. len_host [n] on the host and len [n] in backend
+     * memory hold the same lengths; t <= max_t, n <= max_n. */
+    ds_status (*rnn_fwd)(ds_ctx *, ds_rnn_plan *plan, int t, int n, const int *len_host,
+                         const int *len, const void *x, const void *w, void *y,
+                         void *reserve, void *work);
+    /* After rnn_fwd on the same x, w and reserve. dy [t][n][hidden] (frames past
+     * len ignored); dx [t][n][in] assigns; dw [layout.span] accumulates, in the
+     * layout of w. */
+    ds_status (*rnn_bwd)(ds_ctx *, ds_rnn_plan *plan, int t, int n, const int *len_host,
+                         const int *len, const void *x, const void *w, const void *dy,
+                         void *dx, void *dw, void *reserve, void *work);
 
     /* ---- CTC (log_softmax folded in) ---- */
     /* logits [t][n][c]; len [n] frames; labels concatenated, utterance i at
-     * labels[label_off[i] .. + label_len[i]]. loss [n] gets -log p(labels|x),
-     * +inf when no alignment exists. dlogits [t][n][c] (NULL: loss only) is
-     * assigned grad_scale * d loss_i / d logits, zero past len[i] and for
-     * utterances with infinite loss (zero_infinity). work [ctc_work(...)]. */
+     * labels[label_off[i] .. + label_len[i]]. loss [n] (scalar) gets
+     * -log p(labels|x), +inf when no alignment exists. dlogits [t][n][c]
+     * (NULL: loss only) is assigned grad_scale * d loss_i / d logits, zero past
+     * len[i] and for utterances with infinite loss (zero_infinity).
+     * work [ctc_work(...)]. */
     ds_status (*ctc_loss)(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                           const int *len, const int *labels, const int *label_off,
                           const int *label_len, int max_label_len, double grad_scale,
                           void *loss, void *dlogits, void *work);
+    /* loss [n] (scalar) -> out [DS_LOSS_SCALARS] (scalar, assigns): the finite
+     * losses summed in order and divided by norm, and the infinite ones counted. */
+    ds_status (*loss_total)(ds_ctx *, int n, double norm, const void *loss, void *out);
 
-    /* ---- optimizer support (flat buffers of n elements) ---- */
-    /* out [1] = sum of x^2 (assigns), accumulated in at least double precision. */
-    ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *out);
-    /* x *= alpha. */
-    ds_status (*scale)(ds_ctx *, size_t n, double alpha, void *x);
-    /* PyTorch SGD: g' = g + wd*p; v = momentum*v + g'; p -= lr*(nesterov ? g' + momentum*v : v).
-     * p, g, v [n]. */
-    ds_status (*sgd_step)(ds_ctx *, size_t n, double lr, double momentum, int nesterov,
-                          double wd, void *p, const void *g, void *v);
-    /* PyTorch AdamW, step counted from 1: p *= 1 - lr*wd; m, v moments;
-     * p -= lr * mhat / (sqrt(vhat) + eps). p, g, m, v [n]. */
-    ds_status (*adamw_step)(ds_ctx *, size_t n, double lr, double beta1, double beta2,
-                            double eps, double wd, long step, void *p, const void *g,
-                            void *m, void *v);
+    /* ---- optimizer (flat buffers of n elements) ---- */
+    /* scal[DS_OPT_SUMSQ] (scalar) = sum of x^2 (assigns), accumulated in double. */
+    ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *scal);
+    /* One update, deciding from scal[DS_OPT_SUMSQ] in backend memory: norm =
+     * sqrt(sumsq); not finite -> nothing changes and scal[DS_OPT_SKIPPED] = 1;
+     * else the gradient is scaled by clip = max_norm / (norm + 1e-6) when
+     * max_norm > 0 and norm > max_norm (as torch's clip_grad_norm_), the update
+     * applied and scal[DS_OPT_STEPS] incremented. g [n] (compute) is read, not
+     * changed; p [n] and the moments (master role: FP32, FP64 in fp64 runs).
+     * PyTorch SGD: g' = g + wd*p; v = momentum*v + g'; p -= lr*(nesterov ?
+     * g' + momentum*v : v); v [n] (NULL when momentum is 0). */
+    ds_status (*sgd_step)(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p, const void *g,
+                          void *v, void *scal);
+    /* PyTorch AdamW, step counted from 1: p *= 1 - lr*wd; m, v moments [n];
+     * p -= lr * mhat / (sqrt(vhat) + eps). */
+    ds_status (*adamw_step)(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p,
+                            const void *g, void *m, void *v, void *scal);
 } ds_ops;
+
+/* What a context has done, for tests and memory reports. */
+typedef struct {
+    long allocs;              /* alloc and host_alloc calls */
+    long to_host;             /* blocking device-to-host reads */
+    size_t bytes_in_use, bytes_peak;   /* backend memory (alloc) */
+} ds_backend_counters;
 
 typedef struct ds_backend {
     const char *name;                  /* "cpu", "cuda" */
+    /* Devices this backend can run on here (CPU: 1; CUDA: visible GPUs, 0 when none). */
+    int (*device_count)(void);
+    /* A context (stream, library handles) on device. */
     ds_status (*ctx_create)(int device, ds_ctx **out);
     void (*ctx_destroy)(ds_ctx *);
     ds_status (*alloc)(ds_ctx *, ds_dtype t, size_t count, void **out);   /* zeroed */
     void (*release)(ds_ctx *, void *p);
+    /* Host memory the backend copies from and to fastest (pinned on a GPU). */
+    ds_status (*host_alloc)(ds_ctx *, size_t bytes, void **out);
+    void (*host_release)(ds_ctx *, void *p);
     ds_status (*zero)(ds_ctx *, ds_dtype t, size_t count, void *p);
+    /* Blocking: returns when host holds the data (waits for queued work). */
     ds_status (*to_host)(ds_ctx *, ds_dtype t, size_t count, const void *src, void *host);
+    /* Queued: host (from host_alloc) holds the data once an event recorded after it completes. */
+    ds_status (*to_host_async)(ds_ctx *, ds_dtype t, size_t count, const void *src, void *host);
+    /* Queued; host may be reused when the call returns. */
     ds_status (*from_host)(ds_ctx *, ds_dtype t, size_t count, const void *host, void *dst);
     ds_status (*copy)(ds_ctx *, ds_dtype t, size_t count, const void *src, void *dst);
+    /* Blocking: waits for everything queued on the context. */
     ds_status (*sync)(ds_ctx *);
+    /* Events: record marks the work queued so far on a context; wait makes
+     * work queued later on another context wait for it (the host does not);
+     * event_sync blocks the host until it has passed; query tells without waiting. */
+    ds_status (*event_create)(ds_ctx *, ds_event **out);
+    void (*event_destroy)(ds_ctx *, ds_event *e);
+    ds_status (*event_record)(ds_ctx *, ds_event *e);
+    ds_status (*event_wait)(ds_ctx *, ds_event *e);
+    ds_status (*event_sync)(ds_event *e);
+    ds_status (*event_query)(ds_event *e, int *done);
+    void (*counters)(ds_ctx *, ds_backend_counters *out);
     const ds_ops *(*ops)(ds_dtype t);
 } ds_backend;
 
 /* The backend named name ("cpu", "cuda"), or NULL when not built in. */
 const ds_backend *ds_backend_get(const char *name);
+
+/* The dtype of each buffer role for a run's precision (the compute dtype):
+ * fp32 {F32, F32, F32, F64}, fp64 all F64, fp16 {F16, F32, F32, F64},
+ * bf16 {BF16, F32, F32, F64}. */
+typedef struct {
+    ds_dtype compute;   /* activations, working weights, gradients */
+    ds_dtype master;    /* master weights and optimizer state */
+    ds_dtype stats;     /* BatchNorm parameters, running statistics, moments */
+    ds_dtype scalar;    /* losses, norms, optimizer status, loss scale */
+} ds_roles;
+
+ds_roles ds_precision_roles(ds_dtype compute);
+
+/* Alignment of every tensor in a flat buffer, and of every arena region. */
+#define DS_ALIGN_BYTES 256
+/* count elements of t rounded up to a whole number of DS_ALIGN_BYTES. */
+size_t ds_align_elems(ds_dtype t, size_t count);
 
 #endif

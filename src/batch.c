@@ -23,8 +23,17 @@ ds_status ds_batch_alloc(ds_batch *b, int cap_n, int cap_t, int f, int cap_label
     return DS_OK;
 }
 
+ds_status ds_batch_alloc_global(ds_batch *b, int cap)
+{
+    free(b->global_lengths);
+    b->global_lengths = calloc((size_t)(cap > 0 ? cap : 1), sizeof(int));
+    b->cap_global = b->global_lengths ? cap : 0;
+    return b->global_lengths ? DS_OK : DS_FAIL(DS_ERR_MEM, "global batch of %d lengths", cap);
+}
+
 void ds_batch_free(ds_batch *b)
 {
+    free(b->global_lengths);
     free(b->features);
     free(b->lengths);
     free(b->labels);

@@ -11,12 +11,18 @@ typedef struct {
     int *labels;            /* all utterances' labels, concatenated */
     int *label_off;         /* [n] first label of utterance i */
     int *label_len;         /* [n] */
-    int cap_n, cap_t, cap_labels;
+    /* data parallelism: the global batch this one is a rank's share of, the
+     * same on every rank; n_global 0: the batch is the whole global batch */
+    int n_global;
+    int *global_lengths;    /* [n_global] frames of every utterance, all ranks */
+    int cap_n, cap_t, cap_labels, cap_global;
 } ds_batch;
 
 /* Buffers for up to cap_n utterances of cap_t frames of f features and
  * cap_labels labels in all. */
 ds_status ds_batch_alloc(ds_batch *b, int cap_n, int cap_t, int f, int cap_labels);
+/* Room for the lengths of a global batch of up to cap utterances. */
+ds_status ds_batch_alloc_global(ds_batch *b, int cap);
 void ds_batch_free(ds_batch *b);
 /* dst = utterances [first, first + n) of src (dst has room for them):
  * a rank's share of a global batch, padded to the share's longest. */

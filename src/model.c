@@ -13,9 +13,15 @@
 
 /* ---- tables ---- */
 
+/* Appends a tensor to tab; its packed host offset follows the previous ones.
+ * Returns its index, or -1 with the error recorded when the table is full. */
 static int add_tensor(ds_tensor *tab, int *n, size_t *total, int rank, const int *dims,
                       const char *fmt, ...)
 {
+    if (*n >= DS_MAX_TENSORS) {
+        DS_FAIL(DS_ERR_ARG, "the model has more than %d tensors", DS_MAX_TENSORS);
+        return -1;
+    }
     ds_tensor *t = &tab[(*n)++];
     va_list ap;
     va_start(ap, fmt);
@@ -33,17 +39,19 @@ static int add_tensor(ds_tensor *tab, int *n, size_t *total, int rank, const int
 }
 
 #define PARAM(m, ...) add_tensor((m)->params, &(m)->n_params, &(m)->param_count, __VA_ARGS__)
-#define STATE(m, ...) add_tensor((m)->state, &(m)->n_state, &(m)->state_count, __VA_ARGS__)
+#define STAT(m, ...) add_tensor((m)->stats, &(m)->n_stats, &(m)->stats_count, __VA_ARGS__)
 
 static void add_bn(ds_model *m, bn_layer *l, int c, const char *prefix)
 {
     l->c = c;
     l->gamma = PARAM(m, 1, (int[]){c}, "%s.bn.weight", prefix);
     l->beta = PARAM(m, 1, (int[]){c}, "%s.bn.bias", prefix);
-    l->run_mean = STATE(m, 1, (int[]){c}, "%s.bn.running_mean", prefix);
-    l->run_var = STATE(m, 1, (int[]){c}, "%s.bn.running_var", prefix);
+    l->run_mean = STAT(m, 1, (int[]){c}, "%s.bn.running_mean", prefix);
+    l->run_var = STAT(m, 1, (int[]){c}, "%s.bn.running_var", prefix);
 }
 
+/* Layer j's BatchNorm (j > 0), then its weight span: per direction w_ih,
+ * w_hh, b_ih, b_hh, in the order of ds_rnn_layout's offsets. */
 static void add_rnn(ds_model *m, int j, int in)
 {
     static const char *dir_name[2] = {"fwd", "bwd"};
@@ -56,20 +64,25 @@ static void add_rnn(ds_model *m, int j, int in)
         snprintf(prefix, sizeof prefix, "rnn.%d", j);
         add_bn(m, &r->bn, in, prefix);
     }
-    for (int d = 0; d < ds_m_rnn_dirs(m); d++) {
-        r->w_ih[d] = PARAM(m, 2, (int[]){gh, in}, "rnn.%d.%s.weight_ih", j, dir_name[d]);
-        r->w_hh[d] = PARAM(m, 2, (int[]){gh, h}, "rnn.%d.%s.weight_hh", j, dir_name[d]);
-        r->b_ih[d] = PARAM(m, 1, (int[]){gh}, "rnn.%d.%s.bias_ih", j, dir_name[d]);
-        r->b_hh[d] = PARAM(m, 1, (int[]){gh}, "rnn.%d.%s.bias_hh", j, dir_name[d]);
+    r->first_w = m->n_params;
+    for (int dir = 0; dir < ds_m_rnn_dirs(m); dir++) {
+        PARAM(m, 2, (int[]){gh, in}, "rnn.%d.%s.weight_ih", j, dir_name[dir]);
+        PARAM(m, 2, (int[]){gh, h}, "rnn.%d.%s.weight_hh", j, dir_name[dir]);
+        PARAM(m, 1, (int[]){gh}, "rnn.%d.%s.bias_ih", j, dir_name[dir]);
+        PARAM(m, 1, (int[]){gh}, "rnn.%d.%s.bias_hh", j, dir_name[dir]);
     }
+    for (int i = r->first_w; i < m->n_params; i++)
+        m->span_of[i] = j;
 }
 
-/* Fills the parameter and state tables from cfg; no memory is touched. */
+/* Fills the parameter and statistics tables from cfg; no memory is touched. */
 static ds_status build_tables(ds_model *m)
 {
     const ds_model_cfg *c = &m->cfg;
-    if (c->rnn_layers > DS_MAX_RNN)
-        return DS_FAIL(DS_ERR_ARG, "%s: %d rnn layers, at most %d", c->name, c->rnn_layers, DS_MAX_RNN);
+    if (c->rnn_layers < 1 || c->rnn_layers > DS_MAX_RNN)
+        return DS_FAIL(DS_ERR_ARG, "%s: %d rnn layers, need 1..%d", c->name, c->rnn_layers, DS_MAX_RNN);
+    for (int i = 0; i < DS_MAX_TENSORS; i++)
+        m->span_of[i] = -1;
     int ci = 1, f = c->n_features;
     for (int i = 0; i < c->n_conv; i++) {
         conv_layer *l = &m->conv[i];
@@ -108,6 +121,60 @@ static ds_status build_tables(ds_model *m)
     m->d_out = width;
     add_bn(m, &m->out_bn, width, "fc");
     m->out_w = PARAM(m, 2, (int[]){c->n_classes, width}, "fc.weight");
+    return m->out_w < 0 ? DS_ERR_ARG : DS_OK;   /* a full table recorded its error */
+}
+
+/* ---- placement: where each tensor lives in the flat buffers ---- */
+
+/* The backend's plan and layout of every recurrent layer, for the limits. */
+static ds_status plan_rnn_layers(ds_model *m)
+{
+    const int T = m->t_max[m->cfg.n_conv];
+    for (int j = 0; j < m->cfg.rnn_layers; j++) {
+        rnn_layer *r = &m->rnn[j];
+        const ds_rnn_desc d = {m->cfg.cell, ds_m_rnn_dirs(m), r->in, m->cfg.hidden, T, m->lim.batch};
+        DS_TRY(m->op->rnn_plan(m->ctx, &d, &r->plan, &r->layout));
+    }
+    return DS_OK;
+}
+
+/* A recurrent layer's tensor k of direction dir, checked against its span. */
+static ds_status place_in_span(ds_model *m, int i)
+{
+    rnn_layer *r = &m->rnn[m->span_of[i]];
+    const int slot = i - r->first_w, dir = slot / DS_RNN_TENSORS, k = slot % DS_RNN_TENSORS;
+    const size_t at = r->layout.offset[dir][k];
+    if (at + m->params[i].count > r->layout.span)
+        return DS_FAIL(DS_ERR_ARG, "%s backend placed %s at %zu, past its layer's span of %zu",
+                       m->be->name, m->params[i].name, at, r->layout.span);
+    m->params[i].place = r->span + at;
+    return DS_OK;
+}
+
+/* Forward order, every tensor aligned; a recurrent layer's weights as its span. */
+static ds_status place_tensors(ds_model *m)
+{
+    size_t at = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (m->span_of[i] < 0) {
+            m->params[i].place = at;
+            at += ds_align_elems(m->dt, m->params[i].count);
+            continue;
+        }
+        rnn_layer *r = &m->rnn[m->span_of[i]];
+        if (i == r->first_w) {
+            r->span = at;
+            at += ds_align_elems(m->dt, r->layout.span);
+        }
+        DS_TRY(place_in_span(m, i));
+    }
+    m->param_span = at;
+    at = 0;
+    for (int i = 0; i < m->n_stats; i++) {
+        m->stats[i].place = at;
+        at += ds_align_elems(m->roles.stats, m->stats[i].count);
+    }
+    m->stats_span = at;
     return DS_OK;
 }
 
@@ -129,84 +196,94 @@ int ds_config_out_frames(const ds_model_cfg *cfg, int t)
     return t;
 }
 
-/* ---- the activation arena ---- */
+/* ---- the arenas ---- */
 
-static size_t take(size_t *cursor, size_t count)
+/* A region of count elements of dtype t at *cursor, every region aligned. */
+static size_t take(size_t *cursor, ds_dtype t, size_t count)
 {
     size_t at = *cursor;
-    *cursor += (count + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
+    *cursor += ds_align_elems(t, count);
     return at;
 }
 
-static void plan_bn(bn_layer *l, size_t *act)
+static void plan_bn(ds_model *m, bn_layer *l)
 {
-    l->mean = take(act, l->c);
-    l->invstd = take(act, l->c);
-    l->mom = take(act, 2 * (size_t)l->c);
-    l->dmom = take(act, 2 * (size_t)l->c);
+    const ds_dtype st = m->roles.stats;
+    l->mean = take(&m->bna_count, st, l->c);
+    l->invstd = take(&m->bna_count, st, l->c);
+    l->mom = take(&m->bna_count, st, 2 * (size_t)l->c);
+    l->dmom = take(&m->bna_count, st, 2 * (size_t)l->c);
 }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Assigns arena offsets for the largest batch; returns the scratch size. */
-static size_t plan_arena(ds_model *m)
+/* Frames after each conv stage at the limits. */
+static void plan_frames(ds_model *m)
+{
+    m->t_max[0] = m->lim.frames;
+    for (int i = 0; i < m->cfg.n_conv; i++) {
+        const ds_conv_cfg *k = &m->cfg.conv[i];
+        m->t_max[i + 1] = ds_window_out(m->t_max[i], k->kernel_time, k->stride_time, k->pad_time);
+    }
+}
+
+/* Assigns arena offsets for the largest batch, scratch included. */
+static void plan_arenas(ds_model *m)
 {
     const size_t B = (size_t)m->lim.batch, H = (size_t)m->cfg.hidden;
+    const ds_dtype dt = m->dt;
     size_t *act = &m->act_count, *dact = &m->dact_count, work = 0;
-    m->t_max[0] = m->lim.frames;
-    m->x0 = take(act, B * m->t_max[0] * m->cfg.n_features);
+    m->x0 = take(act, dt, B * m->t_max[0] * m->cfg.n_features);
     for (int i = 0; i < m->cfg.n_conv; i++) {
         conv_layer *l = &m->conv[i];
-        m->t_max[i + 1] = ds_window_out(m->t_max[i], l->k.kernel_time, l->k.stride_time, l->k.pad_time);
         size_t map = B * l->co * m->t_max[i + 1] * l->fo;
-        l->a = take(act, map);
-        l->y = take(act, map);
-        plan_bn(&l->bn, act);
-        l->da = take(dact, map);
-        l->dbn = take(dact, map);
-        l->dy = take(dact, map);
+        l->a = take(act, dt, map);
+        l->y = take(act, dt, map);
+        plan_bn(m, &l->bn);
+        l->da = take(dact, dt, map);
+        l->dbn = take(dact, dt, map);
+        l->dy = take(dact, dt, map);
         ds_conv_geom g = {(int)B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
                           l->k.pad_freq, m->t_max[i + 1], l->fo};
         work = max_size(work, m->op->conv2d_work(&g));
     }
     const size_t T = (size_t)m->t_max[m->cfg.n_conv];
-    m->s0 = take(act, T * B * m->rnn[0].in);
-    m->ds0 = take(dact, T * B * m->rnn[0].in);
+    m->s0 = take(act, dt, T * B * m->rnn[0].in);
+    m->ds0 = take(dact, dt, T * B * m->rnn[0].in);
     for (int j = 0; j < m->cfg.rnn_layers; j++) {
         rnn_layer *r = &m->rnn[j];
-        ds_rnn_geom g = {m->cfg.cell, (int)T, (int)B, r->in, (int)H, 0};
         if (r->has_bn) {
-            r->z = take(act, T * B * r->in);
-            plan_bn(&r->bn, act);
-            r->dz = take(dact, T * B * r->in);
+            r->z = take(act, dt, T * B * r->in);
+            plan_bn(m, &r->bn);
+            r->dz = take(dact, dt, T * B * r->in);
         }
-        r->y = take(act, T * B * H);
-        r->dy = take(dact, T * B * H);
-        for (int d = 0; d < ds_m_rnn_dirs(m); d++)
-            r->saved[d] = take(act, m->op->rnn_saved(&g));
-        work = max_size(work, m->op->rnn_work(&g));
+        r->y = take(act, dt, T * B * H);
+        r->dy = take(dact, dt, T * B * H);
+        r->reserve = take(act, dt, r->layout.reserve);
+        work = max_size(work, r->layout.work);
     }
     if (m->la_w >= 0) {
-        m->la_y = take(act, T * B * H);
-        m->la_dy = take(dact, T * B * H);
-        m->la_dpre = take(dact, T * B * H);
+        m->la_y = take(act, dt, T * B * H);
+        m->la_dy = take(dact, dt, T * B * H);
+        m->la_dpre = take(dact, dt, T * B * H);
+        work = max_size(work, m->op->lookahead_work((int)B, (int)H));
     }
     for (int k = 0; k < m->cfg.n_fc; k++) {
         fc_layer *l = &m->fc[k];
-        l->y = take(act, T * B * l->out);
-        l->dy = take(dact, T * B * l->out);
-        l->dpre = take(dact, T * B * l->out);
+        l->y = take(act, dt, T * B * l->out);
+        l->dy = take(dact, dt, T * B * l->out);
+        l->dpre = take(dact, dt, T * B * l->out);
     }
-    m->out_z = take(act, T * B * m->d_out);
-    plan_bn(&m->out_bn, act);
-    m->out_dz = take(dact, T * B * m->d_out);
-    m->logits = take(act, T * B * m->cfg.n_classes);
-    m->dlogits = take(dact, T * B * m->cfg.n_classes);
-    m->losses = take(act, B);
+    m->out_z = take(act, dt, T * B * m->d_out);
+    plan_bn(m, &m->out_bn);
+    m->out_dz = take(dact, dt, T * B * m->d_out);
+    m->logits = take(act, dt, T * B * m->cfg.n_classes);
+    m->dlogits = take(dact, dt, T * B * m->cfg.n_classes);
+    m->losses = take(&m->sca_count, m->roles.scalar, B);
+    m->loss_total = take(&m->sca_count, m->roles.scalar, DS_LOSS_SCALARS);
     work = max_size(work, m->op->ctc_work((int)T, (int)B, m->cfg.n_classes, m->lim.label_len));
-    m->work = take(act, work);
-    return work;
+    m->work = take(act, dt, work);
 }
 
 /* ---- create / destroy ---- */
@@ -222,26 +299,49 @@ static ds_status check_limits(const ds_model_cfg *cfg, const ds_model_limits *li
     return DS_OK;
 }
 
+/* Host staging: the largest of the flat buffers, the input batch and the
+ * logits, in their dtypes, and the losses. */
+static size_t stage_bytes(const ds_model *m)
+{
+    const size_t T = (size_t)m->t_max[m->cfg.n_conv], B = (size_t)m->lim.batch;
+    const size_t in = (size_t)m->lim.frames * B * m->cfg.n_features;
+    size_t bytes = max_size(m->param_span, max_size(in, T * B * m->cfg.n_classes)) * ds_dtype_size(m->dt);
+    bytes = max_size(bytes, m->stats_span * ds_dtype_size(m->roles.stats));
+    return max_size(bytes, (B + DS_LOSS_SCALARS) * ds_dtype_size(m->roles.scalar));
+}
+
 static ds_status alloc_buffers(ds_model *m)
 {
     const ds_backend *be = m->be;
     const size_t len_count = (size_t)(m->cfg.n_conv + 1) * m->lim.batch;
     const size_t label_cap = (size_t)m->lim.batch * (m->lim.label_len + 1);
-    DS_TRY(be->alloc(m->ctx, m->dt, m->param_count, &m->p));
-    DS_TRY(be->alloc(m->ctx, m->dt, m->param_count, &m->g));
-    DS_TRY(be->alloc(m->ctx, m->dt, m->state_count ? m->state_count : 1, &m->s));
+    DS_TRY(be->alloc(m->ctx, m->dt, m->param_span, &m->p));
+    DS_TRY(be->alloc(m->ctx, m->dt, m->param_span, &m->g));
+    DS_TRY(be->alloc(m->ctx, m->roles.stats, m->stats_span, &m->rs));
     DS_TRY(be->alloc(m->ctx, m->dt, m->act_count, &m->act));
     DS_TRY(be->alloc(m->ctx, m->dt, m->dact_count, &m->dact));
+    DS_TRY(be->alloc(m->ctx, m->roles.stats, m->bna_count, &m->bna));
+    DS_TRY(be->alloc(m->ctx, m->roles.scalar, m->sca_count, &m->sca));
     DS_TRY(be->alloc(m->ctx, DS_I32, len_count, (void **)&m->d_len));
     DS_TRY(be->alloc(m->ctx, DS_I32, label_cap, (void **)&m->d_labels));
     DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->lim.batch, (void **)&m->d_label_off));
     DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->lim.batch, (void **)&m->d_label_len));
-    m->h_len = calloc(len_count, sizeof *m->h_len);
-    const size_t T = (size_t)m->t_max[m->cfg.n_conv], B = (size_t)m->lim.batch;
-    m->stage_count = max_size((size_t)m->lim.frames * B * m->cfg.n_features, T * B * m->cfg.n_classes);
-    m->stage = malloc(m->stage_count * ds_dtype_size(m->dt));
-    if (!m->h_len || !m->stage)
-        return DS_FAIL(DS_ERR_MEM, "host staging of %zu elements", m->stage_count);
+    DS_TRY(be->host_alloc(m->ctx, len_count * sizeof *m->h_len, (void **)&m->h_len));
+    m->stage_bytes = stage_bytes(m);
+    return be->host_alloc(m->ctx, m->stage_bytes, &m->stage);
+}
+
+/* Only precisions whose BatchNorm parameters share the compute dtype: they
+ * live in the one flat parameter buffer (fp16/bf16 split them out). */
+static ds_status check_precision(const ds_backend *be, ds_dtype dt, const ds_ops **op)
+{
+    const ds_roles r = ds_precision_roles(dt);
+    if (r.stats != r.compute)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "%s precision keeps BatchNorm in %s: not built yet",
+                       ds_dtype_name(dt), ds_dtype_name(r.stats));
+    *op = be->ops(dt);
+    if (!*op)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
     return DS_OK;
 }
 
@@ -249,22 +349,20 @@ ds_status ds_model_create(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx 
                           ds_dtype dt, const ds_model_limits *lim, ds_model **out)
 {
     *out = NULL;
+    const ds_ops *op;
     DS_TRY(check_limits(cfg, lim));
-    const ds_ops *op = be->ops(dt);
-    if (!op)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
+    DS_TRY(check_precision(be, dt, &op));
     ds_model *m = calloc(1, sizeof *m);
     if (!m)
         return DS_FAIL(DS_ERR_MEM, "model");
-    m->cfg = *cfg;
-    m->be = be;
-    m->ctx = ctx;
-    m->op = op;
-    m->dt = dt;
-    m->lim = *lim;
+    *m = (ds_model){.cfg = *cfg, .be = be, .ctx = ctx, .op = op, .dt = dt,
+                    .roles = ds_precision_roles(dt), .lim = *lim};
     ds_status st;
     DS_TRY_GOTO(st, build_tables(m), fail);
-    m->work_count = plan_arena(m);
+    plan_frames(m);
+    DS_TRY_GOTO(st, plan_rnn_layers(m), fail);
+    DS_TRY_GOTO(st, place_tensors(m), fail);
+    plan_arenas(m);
     DS_TRY_GOTO(st, alloc_buffers(m), fail);
     *out = m;
     return DS_OK;
@@ -277,13 +375,17 @@ void ds_model_destroy(ds_model *m)
 {
     if (!m)
         return;
-    void *bufs[] = {m->p, m->g, m->s, m->act, m->dact, m->d_len, m->d_labels, m->d_label_off,
-                    m->d_label_len};
+    for (int j = 0; j < m->cfg.rnn_layers && j < DS_MAX_RNN; j++)
+        if (m->rnn[j].plan)
+            m->op->rnn_plan_destroy(m->ctx, m->rnn[j].plan);
+    void *bufs[] = {m->p, m->g, m->rs, m->act, m->dact, m->bna, m->sca, m->d_len, m->d_labels,
+                    m->d_label_off, m->d_label_len};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i])
-            m->be->release(m->ctx, bufs[i]);
-    free(m->h_len);
-    free(m->stage);
+        m->be->release(m->ctx, bufs[i]);
+    if (m->h_len)
+        m->be->host_release(m->ctx, m->h_len);
+    if (m->stage)
+        m->be->host_release(m->ctx, m->stage);
     free(m);
 }
 
@@ -304,7 +406,7 @@ static double init_bound(const ds_model *m, const ds_tensor *t)
 
 ds_status ds_model_init_params(ds_model *m, uint64_t seed)
 {
-    double *host = malloc(max_size(m->param_count, m->state_count) * sizeof *host);
+    double *host = malloc(max_size(m->param_count, m->stats_count) * sizeof *host);
     if (!host)
         return DS_FAIL(DS_ERR_MEM, "host copy of %zu parameters", m->param_count);
     ds_rng rng;
@@ -323,8 +425,8 @@ ds_status ds_model_init_params(ds_model *m, uint64_t seed)
             host[t->offset + k] = fill >= 0 ? fill : ds_rng_range(&rng, -bound, bound);
     }
     ds_status st = ds_model_put(m, DS_PARAMS, host);
-    for (int i = 0; st == DS_OK && i < m->n_state; i++) {
-        const ds_tensor *t = &m->state[i];
+    for (int i = 0; st == DS_OK && i < m->n_stats; i++) {
+        const ds_tensor *t = &m->stats[i];
         double v = strstr(t->name, "running_var") ? 1.0 : 0.0;
         for (size_t k = 0; k < t->count; k++)
             host[t->offset + k] = v;
@@ -337,38 +439,46 @@ ds_status ds_model_init_params(ds_model *m, uint64_t seed)
 
 /* ---- host access ---- */
 
-static ds_status buffer_of(ds_model *m, int which, void **buf, size_t *count)
+typedef struct {
+    ds_tensor *tab;
+    int n;
+    void *buf;
+    size_t span;
+    ds_dtype dt;
+} flat_buffer;
+
+static ds_status buffer_of(ds_model *m, int which, flat_buffer *b)
 {
     switch (which) {
-    case DS_PARAMS: *buf = m->p; *count = m->param_count; return DS_OK;
-    case DS_GRADS: *buf = m->g; *count = m->param_count; return DS_OK;
-    case DS_BN_STATS: *buf = m->s; *count = m->state_count; return DS_OK;
+    case DS_PARAMS: *b = (flat_buffer){m->params, m->n_params, m->p, m->param_span, m->dt}; return DS_OK;
+    case DS_GRADS: *b = (flat_buffer){m->params, m->n_params, m->g, m->param_span, m->dt}; return DS_OK;
+    case DS_BN_STATS:
+        *b = (flat_buffer){m->stats, m->n_stats, m->rs, m->stats_span, m->roles.stats};
+        return DS_OK;
     }
     return DS_FAIL(DS_ERR_ARG, "no model buffer %d", which);
 }
 
-/* Copies buffer which to (to_host) or from host doubles through a staging
- * copy in the model's dtype. */
+/* Copies buffer which to (to_host) or from packed host doubles, tensor by
+ * tensor, through the staging buffer in the buffer's dtype. Padding between
+ * tensors stays zero. */
 static ds_status transfer(ds_model *m, int which, int to_host, double *host)
 {
-    void *buf = NULL;
-    size_t n = 0;
-    DS_TRY(buffer_of(m, which, &buf, &n));
-    void *tmp = malloc(n * ds_dtype_size(m->dt) + 1);
-    if (!tmp)
-        return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
-    ds_status st;
-    if (to_host) {
-        st = m->be->to_host(m->ctx, m->dt, n, buf, tmp);
-        if (st == DS_OK)
-            st = ds_convert(DS_F64, host, m->dt, tmp, n);
-    } else {
-        st = ds_convert(m->dt, tmp, DS_F64, host, n);
-        if (st == DS_OK)
-            st = m->be->from_host(m->ctx, m->dt, n, tmp, buf);
+    flat_buffer b = {0};
+    DS_TRY(buffer_of(m, which, &b));
+    if (to_host)
+        DS_TRY(m->be->to_host(m->ctx, b.dt, b.span, b.buf, m->stage));
+    else
+        memset(m->stage, 0, b.span * ds_dtype_size(b.dt));
+    for (int i = 0; i < b.n; i++) {
+        const ds_tensor *t = &b.tab[i];
+        void *staged = ds_elem(m->stage, b.dt, t->place);
+        if (to_host)
+            DS_TRY(ds_convert(DS_F64, host + t->offset, b.dt, staged, t->count));
+        else
+            DS_TRY(ds_convert(b.dt, staged, DS_F64, host + t->offset, t->count));
     }
-    free(tmp);
-    return st;
+    return to_host ? DS_OK : m->be->from_host(m->ctx, b.dt, b.span, m->stage, b.buf);
 }
 
 ds_status ds_model_get(ds_model *m, int which, double *host) { return transfer(m, which, 1, host); }
@@ -380,11 +490,39 @@ ds_status ds_model_put(ds_model *m, int which, const double *host)
 
 /* ---- the batch ---- */
 
+/* Length after conv stage s+1 of one of length len at stage s (0: too short). */
+static int stage_out(const ds_model *m, int s, int len)
+{
+    const ds_conv_cfg *k = &m->conv[s].k;
+    return ds_window_out(len, k->kernel_time, k->stride_time, k->pad_time);
+}
+
+/* BatchNorm counts (real positions per channel after each conv stage, real
+ * frames of the sequence part) and the loss norm of utterances lengths [n]. */
+static ds_status set_counts(ds_model *m, const int *lengths, int n)
+{
+    memset(m->count, 0, sizeof m->count);
+    m->seq_count = 0;
+    for (int i = 0; i < n; i++) {
+        int l = lengths[i];
+        for (int s = 0; s < m->cfg.n_conv; s++) {
+            l = stage_out(m, s, l);
+            if (l < 1)
+                return DS_FAIL(DS_ERR_ARG, "batch utterance %d (%d frames) is too short for conv[%d]",
+                               i, lengths[i], s);
+            m->count[s + 1] += (double)l * m->conv[s].fo;
+        }
+        m->seq_count += l;
+    }
+    m->loss_norm = n;
+    return DS_OK;
+}
+
+/* Every stage's lengths of the local batch into h_len. */
 static ds_status stage_lengths(ds_model *m, const ds_batch *b)
 {
     const int B = m->lim.batch;
     m->t[0] = b->t;
-    memset(m->count, 0, sizeof m->count);
     for (int i = 0; i < b->n; i++) {
         if (b->lengths[i] < 1 || b->lengths[i] > b->t)
             return DS_FAIL(DS_ERR_ARG, "batch utterance %d: length %d outside 1..%d", i,
@@ -392,21 +530,11 @@ static ds_status stage_lengths(ds_model *m, const ds_batch *b)
         m->h_len[i] = b->lengths[i];
     }
     for (int s = 0; s < m->cfg.n_conv; s++) {
-        const ds_conv_cfg *k = &m->conv[s].k;
-        m->t[s + 1] = ds_window_out(m->t[s], k->kernel_time, k->stride_time, k->pad_time);
-        for (int i = 0; i < b->n; i++) {
-            int l = ds_window_out(m->h_len[s * B + i], k->kernel_time, k->stride_time, k->pad_time);
-            if (l < 1)
-                return DS_FAIL(DS_ERR_ARG, "batch utterance %d (%d frames) is too short for conv[%d]",
-                               i, b->lengths[i], s);
-            m->h_len[(s + 1) * B + i] = l;
-            m->count[s + 1] += (double)l * m->conv[s].fo;
-        }
+        m->t[s + 1] = stage_out(m, s, m->t[s]);
+        for (int i = 0; i < b->n; i++)
+            m->h_len[(s + 1) * B + i] = stage_out(m, s, m->h_len[s * B + i]);
     }
-    m->seq_count = 0;
-    for (int i = 0; i < b->n; i++)
-        m->seq_count += m->h_len[m->cfg.n_conv * B + i];
-    return DS_OK;
+    return set_counts(m, b->lengths, b->n);
 }
 
 ds_status ds_model_set_batch(ds_model *m, const ds_batch *b)
@@ -417,7 +545,6 @@ ds_status ds_model_set_batch(ds_model *m, const ds_batch *b)
                        b->n, b->t, b->f, m->lim.batch, m->lim.frames, m->cfg.n_features);
     m->n = b->n;
     m->have_dlogits = 0;
-    m->loss_norm = 0;
     m->max_label = ds_batch_max_label(b);
     if (m->max_label > m->lim.label_len)
         return DS_FAIL(DS_ERR_ARG, "batch has a transcript of %d labels, the model was sized for %d",
@@ -437,25 +564,32 @@ ds_status ds_model_set_batch(ds_model *m, const ds_batch *b)
     return DS_OK;
 }
 
+ds_status ds_model_set_global_batch(ds_model *m, const int *lengths, int n)
+{
+    if (n < m->n)
+        return DS_FAIL(DS_ERR_ARG, "global batch of %d utterances, smaller than this rank's %d", n, m->n);
+    return set_counts(m, lengths, n);
+}
+
 /* ---- data parallelism ---- */
 
 void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h) { m->hooks = *h; }
-
-void ds_model_set_loss_norm(ds_model *m, double utterances) { m->loss_norm = utterances; }
 
 /* ---- accessors ---- */
 
 int ds_model_n_params(const ds_model *m) { return m->n_params; }
 const ds_tensor *ds_model_param(const ds_model *m, int i) { return &m->params[i]; }
-int ds_model_n_bn_stats(const ds_model *m) { return m->n_state; }
-const ds_tensor *ds_model_bn_stat(const ds_model *m, int i) { return &m->state[i]; }
+int ds_model_n_bn_stats(const ds_model *m) { return m->n_stats; }
+const ds_tensor *ds_model_bn_stat(const ds_model *m, int i) { return &m->stats[i]; }
 size_t ds_model_param_count(const ds_model *m) { return m->param_count; }
-size_t ds_model_bn_stats_count(const ds_model *m) { return m->state_count; }
+size_t ds_model_bn_stats_count(const ds_model *m) { return m->stats_count; }
+size_t ds_model_param_span(const ds_model *m) { return m->param_span; }
 ds_dtype ds_model_dtype(const ds_model *m) { return m->dt; }
+ds_roles ds_model_roles(const ds_model *m) { return m->roles; }
 const ds_model_cfg *ds_model_config(const ds_model *m) { return &m->cfg; }
+ds_ctx *ds_model_ctx(ds_model *m) { return m->ctx; }
 void *ds_model_params(ds_model *m) { return m->p; }
 void *ds_model_grads(ds_model *m) { return m->g; }
-void *ds_model_bn_stats(ds_model *m) { return m->s; }
 int ds_model_batch_out_frames(const ds_model *m) { return m->t[m->cfg.n_conv]; }
 const int *ds_model_out_lengths(const ds_model *m)
 {
@@ -467,4 +601,16 @@ ds_status ds_model_logits(ds_model *m, double *host)
     const size_t n = (size_t)ds_model_batch_out_frames(m) * m->n * m->cfg.n_classes;
     DS_TRY(m->be->to_host(m->ctx, m->dt, n, ds_m_act(m, m->logits), m->stage));
     return ds_convert(DS_F64, host, m->dt, m->stage, n);
+}
+
+const ds_backend *ds_model_backend(const ds_model *m) { return m->be; }
+
+size_t ds_model_bn_moments_max(const ds_model *m)
+{
+    size_t c = m->out_bn.c;
+    for (int i = 0; i < m->cfg.n_conv; i++)
+        c = max_size(c, (size_t)m->conv[i].bn.c);
+    for (int j = 1; j < m->cfg.rnn_layers; j++)
+        c = max_size(c, (size_t)m->rnn[j].bn.c);
+    return 2 * c;
 }

@@ -11,8 +11,14 @@
  * Parameters, their gradients and BatchNorm running statistics each live in
  * one flat buffer of the backend, laid out in forward order (so the last
  * layers' gradients are a contiguous tail: reduction buckets are ranges).
- * Activations live in one arena sized at creation for the largest batch;
- * nothing is allocated by forward or backward.
+ * Every tensor starts 256-byte aligned; a recurrent layer's weights are one
+ * span laid out as its backend wants (ds_rnn_layout). The host never sees
+ * that placement: host copies (ds_model_get/put) are packed in table order,
+ * and checkpoints and peer checks go by name.
+ * Activations (compute dtype), BatchNorm moments (stats dtype) and losses
+ * (scalar dtype) live in arenas sized at creation for the largest batch;
+ * nothing is allocated by forward, loss or backward, and none of them waits
+ * for the host.
  */
 #ifndef DS_MODEL_H
 #define DS_MODEL_H
@@ -23,15 +29,20 @@
 #include "batch.h"
 #include "config.h"
 
-#define DS_MAX_TENSORS 160
 #define DS_MAX_RNN 32
+/* Tensors of the largest valid config: per conv layer weight, bias and BN
+ * (4); per RNN layer BN (2) and 4 per direction; lookahead; 2 per hidden FC;
+ * output BN and FC (3). */
+#define DS_MAX_TENSORS (4 * DS_MAX_CONV + 10 * DS_MAX_RNN + 1 + 2 * DS_MAX_FC + 3)
 
-/* A named tensor inside a flat buffer. */
+/* A named tensor of a flat buffer. */
 typedef struct {
     char name[48];
     int rank;
     int dims[4];
-    size_t offset, count;       /* elements */
+    size_t count;               /* elements */
+    size_t offset;              /* in the packed host copy (ds_model_get/put): table order */
+    size_t place;               /* in the backend's flat buffer, as the backend placed it */
 } ds_tensor;
 
 typedef struct ds_model ds_model;
@@ -54,18 +65,27 @@ ds_status ds_model_init_params(ds_model *m, uint64_t seed);
 /* Copies the batch to the backend and derives each stage's lengths. Fails,
  * naming the utterance, when one is too short for the conv stack. */
 ds_status ds_model_set_batch(ds_model *m, const ds_batch *b);
+/* The global batch the current one is a share of (data parallelism):
+ * lengths [n] input frames of every utterance of it, on every rank alike.
+ * BatchNorm counts and the loss norm then cover all ranks. Reset by set_batch
+ * to the local batch. */
+ds_status ds_model_set_global_batch(ds_model *m, const int *lengths, int n);
 /* train: BatchNorm uses (and updates) batch statistics; else running ones. */
 ds_status ds_model_forward(ds_model *m, int train);
 
 typedef struct {
-    double loss;          /* sum of finite utterance losses / N */
+    double loss;          /* sum of finite utterance losses / the batch (global) size */
     int n_infinite;       /* utterances without a valid alignment (zeroed) */
 } ds_loss;
 
-/* CTC on the logits of the last forward; with want_grad the logits gradient
- * is kept for ds_model_backward. losses [N] (host, may be NULL) gets each
+/* CTC on the logits of the last forward, and its total, in backend memory;
+ * with want_grad the logits gradient is kept for ds_model_backward. */
+ds_status ds_model_loss(ds_model *m, int want_grad);
+/* Blocking: the last loss on the host; losses [N] (may be NULL) gets each
  * utterance's loss (+inf where no alignment exists). */
-ds_status ds_model_loss(ds_model *m, int want_grad, ds_loss *out, double *losses);
+ds_status ds_model_read_loss(ds_model *m, ds_loss *out, double *losses);
+/* The last loss in backend memory: [DS_LOSS_SCALARS] of the scalar dtype. */
+const void *ds_model_loss_scalars(ds_model *m);
 /* Accumulates parameter gradients of the last loss into the grad buffer. */
 ds_status ds_model_backward(ds_model *m);
 ds_status ds_model_zero_grad(ds_model *m);
@@ -73,37 +93,44 @@ ds_status ds_model_zero_grad(ds_model *m);
 /* ---- data parallelism ---- */
 
 /* Calls from the passes to the layer that spans ranks. grad_ready: every
- * gradient from offset to the end of the flat buffer is final (backward goes
- * last layer first). bn_reduce: sums a BatchNorm layer's moments mom [len]
- * (model dtype, backend memory) and its real-position count across ranks
- * (synchronised BatchNorm). Either may be NULL. */
+ * gradient from place to the end of the flat buffer is final once the work
+ * queued so far completes (backward goes last layer first). bn_reduce: sums a
+ * BatchNorm layer's moments mom [len] (stats dtype, backend memory) across
+ * ranks, in queue order (synchronised BatchNorm; the counts are known from
+ * ds_model_set_global_batch). Either may be NULL. */
 typedef struct {
-    void (*grad_ready)(void *user, size_t offset);
-    ds_status (*bn_reduce)(void *user, void *mom, size_t len, double *count);
+    ds_status (*grad_ready)(void *user, size_t place);
+    ds_status (*bn_reduce)(void *user, void *mom, size_t len, ds_dtype dt);
     void *user;
 } ds_model_hooks;
 
 void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h);
-/* The CTC loss and its gradient are divided by this many utterances (the
- * global batch across ranks); 0: the local batch. Reset by set_batch. */
-void ds_model_set_loss_norm(ds_model *m, double utterances);
 
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
 const ds_tensor *ds_model_param(const ds_model *m, int i);
 int ds_model_n_bn_stats(const ds_model *m);
 const ds_tensor *ds_model_bn_stat(const ds_model *m, int i);
+/* Parameters (and running statistics): the sum of the tensors' counts. */
 size_t ds_model_param_count(const ds_model *m);
 size_t ds_model_bn_stats_count(const ds_model *m);
-ds_dtype ds_model_dtype(const ds_model *m);
+/* Elements of the flat parameter (and gradient) buffer, alignment included. */
+size_t ds_model_param_span(const ds_model *m);
+ds_dtype ds_model_dtype(const ds_model *m);      /* the compute dtype */
+ds_roles ds_model_roles(const ds_model *m);
 const ds_model_cfg *ds_model_config(const ds_model *m);
+ds_ctx *ds_model_ctx(ds_model *m);
+const ds_backend *ds_model_backend(const ds_model *m);
+/* Largest BatchNorm moment vector (2 x channels): what synchronised BatchNorm sums. */
+size_t ds_model_bn_moments_max(const ds_model *m);
 
 /* Backend buffers, for the optimizer and gradient reduction. */
-void *ds_model_params(ds_model *m);        /* [param_count] */
-void *ds_model_grads(ds_model *m);         /* [param_count] */
-void *ds_model_bn_stats(ds_model *m);        /* [state_count] */
+void *ds_model_params(ds_model *m);        /* [param_span] compute dtype */
+void *ds_model_grads(ds_model *m);         /* [param_span] compute dtype */
 
-/* Host copies as double (any model dtype). */
+/* Host copies as double, packed in table order (ds_tensor.offset):
+ * [param_count] for DS_PARAMS and DS_GRADS, [bn_stats_count] for DS_BN_STATS.
+ * Blocking. */
 ds_status ds_model_get(ds_model *m, int which, double *host);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
 enum { DS_PARAMS, DS_GRADS, DS_BN_STATS };

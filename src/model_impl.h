@@ -1,6 +1,7 @@
 /* model_impl.h - the model's private layout, shared by model.c (building,
  * parameters) and model_pass.c (forward, loss, backward). Offsets are
- * elements into the activation arena (act) or its gradient twin (dact). */
+ * elements into the activation arena (act, compute dtype), its gradient twin
+ * (dact), the BatchNorm arena (bna, stats dtype) or the scalar arena (sca). */
 #ifndef DS_MODEL_IMPL_H
 #define DS_MODEL_IMPL_H
 
@@ -11,10 +12,10 @@
 
 typedef struct {
     int gamma, beta;            /* parameter indices */
-    int run_mean, run_var;      /* state indices */
+    int run_mean, run_var;      /* running-statistics indices */
     int c;                      /* channels */
-    size_t mean, invstd;        /* act [c]: batch statistics kept for backward */
-    size_t mom, dmom;           /* act [2c]: forward and backward moments */
+    size_t mean, invstd;        /* bna [c]: batch statistics kept for backward */
+    size_t mom, dmom;           /* bna [2c]: forward and backward moments */
 } bn_layer;
 
 typedef struct {
@@ -30,9 +31,12 @@ typedef struct {
     int in;                     /* input features */
     int has_bn;
     bn_layer bn;
-    int w_ih[2], w_hh[2], b_ih[2], b_hh[2];   /* [direction] parameter indices */
+    int first_w;                /* parameter index of the first tensor of the weight span */
+    ds_rnn_plan *plan;
+    ds_rnn_layout layout;
+    size_t span;                /* flat-buffer offset of the weight span */
     size_t z, y;                /* act: BN output [T][B][in], layer output [T][B][H] */
-    size_t saved[2];            /* act: per direction, for rnn_bwd */
+    size_t reserve;             /* act [layout.reserve]: kept from forward to backward */
     size_t dz, dy;              /* dact */
 } rnn_layer;
 
@@ -46,14 +50,18 @@ struct ds_model {
     const ds_backend *be;
     ds_ctx *ctx;
     const ds_ops *op;
-    ds_dtype dt;
+    ds_dtype dt;                       /* compute: activations, weights, gradients */
+    ds_roles roles;
     ds_model_limits lim;
     int t_max[DS_MAX_CONV + 1];        /* frames after each conv stage at the limits */
 
-    ds_tensor params[DS_MAX_TENSORS], state[DS_MAX_TENSORS];
-    int n_params, n_state;
-    size_t param_count, state_count;
-    void *p, *g, *s;                   /* flat params, grads, BN running stats */
+    ds_tensor params[DS_MAX_TENSORS], stats[DS_MAX_TENSORS];
+    int span_of[DS_MAX_TENSORS];       /* RNN layer whose weight span holds param i, or -1 */
+    int n_params, n_stats;
+    size_t param_count, stats_count;   /* sums of the tensors' counts */
+    size_t param_span, stats_span;     /* flat-buffer elements, alignment included */
+    void *p, *g;                       /* flat params, grads [param_span] compute */
+    void *rs;                          /* BN running statistics [stats_span] stats dtype */
 
     conv_layer conv[DS_MAX_CONV];
     rnn_layer rnn[DS_MAX_RNN];
@@ -62,32 +70,35 @@ struct ds_model {
     size_t la_y, la_dy, la_dpre;
     bn_layer out_bn;
     int out_w;
-    size_t x0, s0, ds0, out_z, out_dz, logits, dlogits, losses, work;
+    size_t x0, s0, ds0, out_z, out_dz, logits, dlogits, work;
+    size_t losses, loss_total;         /* sca [B], [DS_LOSS_SCALARS] */
     int d_out;                         /* features entering the output BatchNorm */
 
-    void *act, *dact;
-    size_t act_count, dact_count, work_count;
+    void *act, *dact, *bna, *sca;
+    size_t act_count, dact_count, bna_count, sca_count;
     int *d_len;                        /* backend int32 [n_conv+1][B]: lengths per stage */
     int *d_labels, *d_label_off, *d_label_len;
 
     /* the current batch */
     int n, max_label;
     int t[DS_MAX_CONV + 1];
-    int *h_len;                        /* host [n_conv+1][B] */
-    double count[DS_MAX_CONV + 1];     /* real positions per channel after conv stage s */
-    double seq_count;                  /* real frames of the sequence part */
+    int *h_len;                        /* host [n_conv+1][B], from the backend */
+    double count[DS_MAX_CONV + 1];     /* real positions per channel after conv stage s (global) */
+    double seq_count;                  /* real frames of the sequence part (global) */
     int train, have_dlogits;
-    double loss_norm;                  /* utterances the loss is averaged over; 0: n */
+    double loss_norm;                  /* utterances the loss is averaged over (global) */
     ds_model_hooks hooks;
-    void *stage;                       /* host staging, model dtype */
-    size_t stage_count;
+    void *stage;                       /* host staging from the backend, stage_bytes */
+    size_t stage_bytes;
 };
 
 static inline void *ds_m_act(ds_model *m, size_t off) { return ds_elem(m->act, m->dt, off); }
 static inline void *ds_m_dact(ds_model *m, size_t off) { return ds_elem(m->dact, m->dt, off); }
-static inline void *ds_m_param(ds_model *m, int i) { return ds_elem(m->p, m->dt, m->params[i].offset); }
-static inline void *ds_m_grad(ds_model *m, int i) { return ds_elem(m->g, m->dt, m->params[i].offset); }
-static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->s, m->dt, m->state[i].offset); }
+static inline void *ds_m_bna(ds_model *m, size_t off) { return ds_elem(m->bna, m->roles.stats, off); }
+static inline void *ds_m_sca(ds_model *m, size_t off) { return ds_elem(m->sca, m->roles.scalar, off); }
+static inline void *ds_m_param(ds_model *m, int i) { return ds_elem(m->p, m->dt, m->params[i].place); }
+static inline void *ds_m_grad(ds_model *m, int i) { return ds_elem(m->g, m->dt, m->params[i].place); }
+static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->rs, m->roles.stats, m->stats[i].place); }
 static inline int *ds_m_len(ds_model *m, int stage) { return m->d_len + (size_t)stage * m->lim.batch; }
 static inline int ds_m_rnn_dirs(const ds_model *m) { return m->cfg.bidirectional ? 2 : 1; }
 

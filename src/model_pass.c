@@ -3,8 +3,6 @@
  * Hardtanh(0, 20) backward passes no gradient there either. */
 #include "model_impl.h"
 
-#include <math.h>
-
 #include "convert.h"
 
 /* Conv maps [N][C][T][F] and sequences [T][N][C] as ds_view. */
@@ -26,15 +24,15 @@ static ds_status bn_forward(ds_model *m, const bn_layer *l, const ds_view *v, co
         return op->bn_fwd_eval(m->ctx, v, len, x, ds_m_param(m, l->gamma), ds_m_param(m, l->beta),
                                ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var),
                                m->cfg.bn_eps, y);
-    DS_TRY(op->bn_moments(m->ctx, v, len, x, ds_m_act(m, l->mom)));
+    DS_TRY(op->bn_moments(m->ctx, v, len, x, ds_m_bna(m, l->mom)));
     if (m->hooks.bn_reduce)
-        DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_act(m, l->mom), 2 * (size_t)l->c, &count));
+        DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_bna(m, l->mom), 2 * (size_t)l->c, m->roles.stats));
     if (count < 2)
         return DS_FAIL(DS_ERR_ARG, "BatchNorm in training needs 2 or more real positions per "
                                    "channel, the batch has %.0f", count);
-    return op->bn_fwd_train(m->ctx, v, len, count, x, ds_m_act(m, l->mom), ds_m_param(m, l->gamma),
+    return op->bn_fwd_train(m->ctx, v, len, count, x, ds_m_bna(m, l->mom), ds_m_param(m, l->gamma),
                             ds_m_param(m, l->beta), m->cfg.bn_eps, m->cfg.bn_momentum, y,
-                            ds_m_act(m, l->mean), ds_m_act(m, l->invstd),
+                            ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd),
                             ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var));
 }
 
@@ -47,12 +45,12 @@ static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, c
         return op->bn_bwd_eval(m->ctx, v, len, dy, x, ds_m_param(m, l->gamma),
                                ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var),
                                m->cfg.bn_eps, dx, dgamma, dbeta);
-    DS_TRY(op->bn_bwd_moments(m->ctx, v, len, dy, x, ds_m_act(m, l->mean), ds_m_act(m, l->invstd),
-                              ds_m_act(m, l->dmom)));
+    DS_TRY(op->bn_bwd_moments(m->ctx, v, len, dy, x, ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd),
+                              ds_m_bna(m, l->dmom)));
     if (m->hooks.bn_reduce)
-        DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_act(m, l->dmom), 2 * (size_t)l->c, &count));
+        DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_bna(m, l->dmom), 2 * (size_t)l->c, m->roles.stats));
     return op->bn_bwd_train(m->ctx, v, len, count, dy, x, ds_m_param(m, l->gamma),
-                            ds_m_act(m, l->mean), ds_m_act(m, l->invstd), ds_m_act(m, l->dmom),
+                            ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd), ds_m_bna(m, l->dmom),
                             dx, dgamma, dbeta);
 }
 
@@ -62,12 +60,6 @@ static ds_conv_geom conv_geom(const ds_model *m, int i)
     return (ds_conv_geom){m->n, l->ci, m->t[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
                           l->k.pad_freq, m->t[i + 1], l->fo};
-}
-
-static ds_rnn_geom rnn_geom(const ds_model *m, int j, int reverse)
-{
-    return (ds_rnn_geom){m->cfg.cell, ds_model_batch_out_frames(m), m->n, m->rnn[j].in, m->cfg.hidden,
-                         reverse};
 }
 
 /* ---- forward ---- */
@@ -98,14 +90,9 @@ static ds_status rnn_forward(ds_model *m, int j, const void *x)
         DS_TRY(bn_forward(m, &r->bn, &v, len, m->seq_count, x, ds_m_act(m, r->z)));
         rin = ds_m_act(m, r->z);
     }
-    for (int d = 0; d < ds_m_rnn_dirs(m); d++) {
-        const ds_rnn_geom g = rnn_geom(m, j, d);
-        DS_TRY(m->op->rnn_fwd(m->ctx, &g, len, rin, ds_m_param(m, r->w_ih[d]),
-                              ds_m_param(m, r->w_hh[d]), ds_m_param(m, r->b_ih[d]),
-                              ds_m_param(m, r->b_hh[d]), d, ds_m_act(m, r->y),
-                              ds_m_act(m, r->saved[d])));
-    }
-    return DS_OK;
+    return m->op->rnn_fwd(m->ctx, r->plan, T, m->n, ds_model_out_lengths(m), len, rin,
+                          ds_elem(m->p, m->dt, r->span), ds_m_act(m, r->y), ds_m_act(m, r->reserve),
+                          ds_m_act(m, m->work));
 }
 
 /* Lookahead and hidden FC layers; returns the input of the output BN. */
@@ -161,41 +148,40 @@ ds_status ds_model_forward(ds_model *m, int train)
 
 /* ---- loss ---- */
 
-ds_status ds_model_loss(ds_model *m, int want_grad, ds_loss *out, double *losses)
+ds_status ds_model_loss(ds_model *m, int want_grad)
 {
     const int T = ds_model_batch_out_frames(m);
-    const double norm = m->loss_norm > 0 ? m->loss_norm : m->n;
     if (want_grad)   /* backward accumulates into dact: start it from zero */
         DS_TRY(m->be->zero(m->ctx, m->dt, m->dact_count, m->dact));
     DS_TRY(m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
                            ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
-                           m->d_label_len, m->max_label, 1.0 / norm, ds_m_act(m, m->losses),
+                           m->d_label_len, m->max_label, 1.0 / m->loss_norm, ds_m_sca(m, m->losses),
                            want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
-    double host[m->n];
-    DS_TRY(m->be->to_host(m->ctx, m->dt, (size_t)m->n, ds_m_act(m, m->losses), m->stage));
-    DS_TRY(ds_convert(DS_F64, host, m->dt, m->stage, (size_t)m->n));
-    out->loss = 0;
-    out->n_infinite = 0;
-    for (int i = 0; i < m->n; i++) {
-        if (isfinite(host[i]))
-            out->loss += host[i];
-        else
-            out->n_infinite++;
-        if (losses)
-            losses[i] = host[i];
-    }
-    out->loss /= norm;
+    DS_TRY(m->op->loss_total(m->ctx, m->n, m->loss_norm, ds_m_sca(m, m->losses),
+                             ds_m_sca(m, m->loss_total)));
     m->have_dlogits = want_grad;
     return DS_OK;
 }
 
+const void *ds_model_loss_scalars(ds_model *m) { return ds_m_sca(m, m->loss_total); }
+
+ds_status ds_model_read_loss(ds_model *m, ds_loss *out, double *losses)
+{
+    double *host = m->stage;   /* scalars are FP64 in every precision */
+    DS_TRY(m->be->to_host(m->ctx, DS_F64, DS_LOSS_SCALARS, ds_m_sca(m, m->loss_total), host));
+    out->loss = host[DS_LOSS_MEAN];
+    out->n_infinite = (int)host[DS_LOSS_INFINITE];
+    return losses ? m->be->to_host(m->ctx, DS_F64, (size_t)m->n, ds_m_sca(m, m->losses), losses)
+                  : DS_OK;
+}
+
 /* ---- backward ---- */
 
-/* Gradients from parameter first to the end of the buffer are final. */
-static void ready(ds_model *m, int first)
+/* Gradients from parameter first to the end of the buffer are final once
+ * the work queued so far completes. */
+static ds_status ready(ds_model *m, int first)
 {
-    if (m->hooks.grad_ready)
-        m->hooks.grad_ready(m->hooks.user, m->params[first].offset);
+    return m->hooks.grad_ready ? m->hooks.grad_ready(m->hooks.user, m->params[first].place) : DS_OK;
 }
 
 /* The tensor entering hidden FC k (k = n_fc: the output BatchNorm) and
@@ -230,7 +216,7 @@ static ds_status head_backward(ds_model *m)
     head_input(m, m->cfg.n_fc, &x, &dx);
     const ds_view v = seq_view(m->n, m->d_out, T);
     DS_TRY(bn_backward(m, &m->out_bn, &v, len, m->seq_count, x, ds_m_dact(m, m->out_dz), dx));
-    ready(m, m->out_bn.gamma);
+    DS_TRY(ready(m, m->out_bn.gamma));
     for (int k = m->cfg.n_fc - 1; k >= 0; k--) {
         const fc_layer *l = &m->fc[k];
         head_input(m, k, &x, &dx);
@@ -238,15 +224,16 @@ static ds_status head_backward(ds_model *m)
                                    ds_m_act(m, l->y), ds_m_dact(m, l->dy), ds_m_dact(m, l->dpre)));
         DS_TRY(m->op->linear_bwd(m->ctx, (int)rows, l->in, l->out, x, ds_m_param(m, l->w),
                                  ds_m_dact(m, l->dpre), dx, ds_m_grad(m, l->w), ds_m_grad(m, l->b)));
-        ready(m, l->w);
+        DS_TRY(ready(m, l->w));
     }
     if (m->la_w >= 0) {
         DS_TRY(m->op->hardtanh_bwd(m->ctx, rows * H, HARDTANH_LO, HARDTANH_HI, ds_m_act(m, m->la_y),
                                    ds_m_dact(m, m->la_dy), ds_m_dact(m, m->la_dpre)));
         DS_TRY(m->op->lookahead_bwd(m->ctx, T, m->n, H, m->cfg.lookahead, ds_m_act(m, last->y),
                                     ds_m_param(m, m->la_w), ds_m_dact(m, m->la_dpre),
-                                    ds_m_dact(m, last->dy), ds_m_grad(m, m->la_w)));
-        ready(m, m->la_w);
+                                    ds_m_dact(m, last->dy), ds_m_grad(m, m->la_w),
+                                    ds_m_act(m, m->work)));
+        DS_TRY(ready(m, m->la_w));
     }
     return DS_OK;
 }
@@ -260,20 +247,15 @@ static ds_status rnn_backward(ds_model *m, int j)
     void *dx = j ? ds_m_dact(m, m->rnn[j - 1].dy) : ds_m_dact(m, m->ds0);
     const void *rin = r->has_bn ? ds_m_act(m, r->z) : x;
     void *drin = r->has_bn ? ds_m_dact(m, r->dz) : dx;
-    for (int d = 0; d < ds_m_rnn_dirs(m); d++) {
-        const ds_rnn_geom g = rnn_geom(m, j, d);
-        DS_TRY(m->op->rnn_bwd(m->ctx, &g, len, rin, ds_m_param(m, r->w_ih[d]),
-                              ds_m_param(m, r->w_hh[d]), ds_m_dact(m, r->dy),
-                              ds_m_act(m, r->saved[d]), drin, ds_m_grad(m, r->w_ih[d]),
-                              ds_m_grad(m, r->w_hh[d]), ds_m_grad(m, r->b_ih[d]),
-                              ds_m_grad(m, r->b_hh[d]), ds_m_act(m, m->work)));
-    }
+    DS_TRY(m->op->rnn_bwd(m->ctx, r->plan, T, m->n, ds_model_out_lengths(m), len, rin,
+                          ds_elem(m->p, m->dt, r->span), ds_m_dact(m, r->dy), drin,
+                          ds_elem(m->g, m->dt, r->span), ds_m_act(m, r->reserve),
+                          ds_m_act(m, m->work)));
     if (r->has_bn) {
         const ds_view v = seq_view(m->n, r->in, T);
         DS_TRY(bn_backward(m, &r->bn, &v, len, m->seq_count, x, drin, dx));
     }
-    ready(m, r->has_bn ? r->bn.gamma : r->w_ih[0]);
-    return DS_OK;
+    return ready(m, r->has_bn ? r->bn.gamma : r->first_w);
 }
 
 static ds_status conv_backward(ds_model *m, int i)
@@ -290,8 +272,7 @@ static ds_status conv_backward(ds_model *m, int i)
                        ds_m_dact(m, l->dbn), ds_m_dact(m, l->da)));
     DS_TRY(m->op->conv2d_bwd(m->ctx, &g, x, ds_m_param(m, l->w), ds_m_dact(m, l->da), dx,
                              ds_m_grad(m, l->w), ds_m_grad(m, l->b), ds_m_act(m, m->work)));
-    ready(m, l->w);
-    return DS_OK;
+    return ready(m, l->w);
 }
 
 ds_status ds_model_backward(ds_model *m)
@@ -312,5 +293,5 @@ ds_status ds_model_backward(ds_model *m)
 
 ds_status ds_model_zero_grad(ds_model *m)
 {
-    return m->be->zero(m->ctx, m->dt, m->param_count, m->g);
+    return m->be->zero(m->ctx, m->dt, m->param_span, m->g);
 }

@@ -13,8 +13,8 @@ struct ds_optim {
     ds_dtype dt;
     size_t n;
     void *slot[2];      /* sgd: momentum in slot 0; adamw: first and second moments */
-    void *norm;         /* backend [1]: sum of squares */
-    long steps;
+    void *scal;         /* backend [DS_OPT_SCALARS], scalar role (FP64) */
+    double host[DS_OPT_SCALARS];
 };
 
 ds_optim_cfg ds_optim_defaults(void)
@@ -85,7 +85,7 @@ ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *c
     int slots = c->kind == DS_OPT_ADAMW ? 2 : (c->momentum != 0 ? 1 : 0);
     for (int i = 0; i < slots; i++)
         DS_TRY_GOTO(st, be->alloc(ctx, dt, n, &o->slot[i]), fail);
-    DS_TRY_GOTO(st, be->alloc(ctx, dt, 1, &o->norm), fail);
+    DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, DS_OPT_SCALARS, &o->scal), fail);
     *out = o;
     return DS_OK;
 fail:
@@ -100,40 +100,36 @@ void ds_optim_destroy(ds_optim *o)
     for (int i = 0; i < 2; i++)
         if (o->slot[i])
             o->be->release(o->ctx, o->slot[i]);
-    if (o->norm)
-        o->be->release(o->ctx, o->norm);
+    if (o->scal)
+        o->be->release(o->ctx, o->scal);
     free(o);
 }
 
-ds_status ds_optim_clip(ds_optim *o, void *grads, double *norm)
-{
-    DS_TRY(o->op->sumsq(o->ctx, o->n, grads, o->norm));
-    double host[1];
-    if (o->dt == DS_F32) {
-        float f;
-        DS_TRY(o->be->to_host(o->ctx, DS_F32, 1, o->norm, &f));
-        host[0] = f;
-    } else {
-        DS_TRY(o->be->to_host(o->ctx, DS_F64, 1, o->norm, host));
-    }
-    *norm = sqrt(host[0]);
-    const double max = o->cfg.max_grad_norm;
-    if (max > 0 && isfinite(*norm) && *norm > max)
-        DS_TRY(o->op->scale(o->ctx, o->n, max / (*norm + 1e-6), grads));   /* as torch's clip_grad_norm_ */
-    return DS_OK;
-}
-
-ds_status ds_optim_step(ds_optim *o, void *params, const void *grads, double lr)
+ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double lr)
 {
     const ds_optim_cfg *c = &o->cfg;
-    o->steps++;
+    const ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
+                              .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                              .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm};
+    DS_TRY(o->op->sumsq(o->ctx, o->n, grads, o->scal));
     if (c->kind == DS_OPT_ADAMW)
-        return o->op->adamw_step(o->ctx, o->n, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                 o->steps, params, grads, o->slot[0], o->slot[1]);
-    return o->op->sgd_step(o->ctx, o->n, lr, c->momentum, c->nesterov, c->weight_decay, params,
-                           grads, o->slot[0]);
+        return o->op->adamw_step(o->ctx, o->n, &h, params, grads, o->slot[0], o->slot[1], o->scal);
+    return o->op->sgd_step(o->ctx, o->n, &h, params, grads, o->slot[0], o->scal);
 }
 
-long ds_optim_steps_taken(const ds_optim *o) { return o->steps; }
+const void *ds_optim_scalars(const ds_optim *o) { return o->scal; }
+
+ds_optim_status ds_optim_status_of(const double *s)
+{
+    return (ds_optim_status){.grad_norm = s[DS_OPT_NORM], .clip = s[DS_OPT_CLIP],
+                             .skipped = s[DS_OPT_SKIPPED] != 0, .steps = (long)s[DS_OPT_STEPS]};
+}
+
+ds_status ds_optim_read(ds_optim *o, ds_optim_status *out)
+{
+    DS_TRY(o->be->to_host(o->ctx, DS_F64, DS_OPT_SCALARS, o->scal, o->host));
+    *out = ds_optim_status_of(o->host);
+    return DS_OK;
+}
 
 void *ds_optim_slot(ds_optim *o, int i) { return i >= 0 && i < 2 ? o->slot[i] : NULL; }

@@ -37,16 +37,32 @@ double ds_optim_lr(const ds_optim_cfg *c, long step, int epoch);
 
 typedef struct ds_optim ds_optim;
 
+/* Master weights and optimizer state in dt (the master role: FP32, FP64 in
+ * fp64 runs); n elements of the flat buffers. */
 ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *ctx, ds_dtype dt,
                           size_t n, ds_optim **out);
 void ds_optim_destroy(ds_optim *o);
 
-/* Global L2 norm of grads [n]; scales them to max_grad_norm when above it.
- * A non-finite norm is returned as is and nothing is scaled. */
-ds_status ds_optim_clip(ds_optim *o, void *grads, double *norm);
-/* One update of params [n] with grads [n] at learning rate lr. */
-ds_status ds_optim_step(ds_optim *o, void *params, const void *grads, double lr);
-long ds_optim_steps_taken(const ds_optim *o);
+/* Queues one update of params [n] with grads [n] at learning rate lr: the
+ * global gradient norm, clipping to max_grad_norm and the skip on a
+ * non-finite norm are decided on the backend, from backend memory; the host
+ * does not wait. grads are read, not changed. */
+ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double lr);
+
+typedef struct {
+    double grad_norm;     /* before clipping */
+    double clip;          /* factor applied to the gradients (1: none) */
+    int skipped;          /* the norm was not finite: nothing was updated */
+    long steps;           /* updates applied so far */
+} ds_optim_status;
+
+/* The status after the last update, in backend memory: [DS_OPT_SCALARS] of
+ * the scalar dtype, for a copy the host reads later. */
+const void *ds_optim_scalars(const ds_optim *o);
+/* Decodes such a copy (host doubles [DS_OPT_SCALARS]). */
+ds_optim_status ds_optim_status_of(const double *scal);
+/* Blocking read of the status. */
+ds_status ds_optim_read(ds_optim *o, ds_optim_status *out);
 /* Optimizer state for checkpoints: slot 0 and 1 (momentum / Adam moments). */
 void *ds_optim_slot(ds_optim *o, int i);
 

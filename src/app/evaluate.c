@@ -31,12 +31,14 @@ ds_status ds_evaluate(ds_model *m, ds_dataset *d, const long *keep, long n, int 
         st = ds_loader_start(&lc, &l);
     const ds_batch *b = NULL;
     while (st == DS_OK && (st = ds_loader_next(l, &b)) == DS_OK && b) {
-        ds_loss loss;
+        ds_loss loss = {0};
         st = ds_model_set_batch(m, b);
         if (st == DS_OK)
             st = ds_model_forward(m, 0);
         if (st == DS_OK)
-            st = ds_model_loss(m, 0, &loss, NULL);
+            st = ds_model_loss(m, 0);
+        if (st == DS_OK)
+            st = ds_model_read_loss(m, &loss, NULL);
         if (st == DS_OK)
             st = ds_scorer_add(sc, m, b, &out->score);
         loss_sum += loss.loss * b->n;

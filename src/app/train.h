@@ -11,6 +11,7 @@
 #include "model.h"
 #include "optim.h"
 #include "reduce.h"
+#include "step.h"
 #include "world.h"
 
 typedef struct {
@@ -42,13 +43,6 @@ typedef struct {
     int local_bn;                 /* 1: BatchNorm statistics per rank (not synchronised) */
 } ds_train_opts;
 
-/* The ranks a step spans; world NULL or of size 1: one process. */
-typedef struct {
-    ds_world *world;
-    ds_reducer *reducer;
-    ds_reduce_timing timing;      /* of the last step */
-} ds_dist;
-
 typedef struct {
     long steps, skipped;
     double first_loss, last_loss;
@@ -56,12 +50,6 @@ typedef struct {
     double val_cer, val_wer, val_loss;    /* after the last epoch; < 0 without --val */
     double mean_step_ms, samples_per_s;   /* steps after the first (warm) */
 } ds_train_result;
-
-/* One optimisation step on b: forward, CTC, backward (reducing gradients
- * across d's ranks as they become final), clip, update. Fills the loss (the
- * global batch's), gradient norm and skipped fields of out. d may be NULL. */
-ds_status ds_train_step(ds_model *m, ds_optim *o, const ds_batch *b, double lr, ds_dist *d,
-                        ds_step_metrics *out);
 
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res);
 

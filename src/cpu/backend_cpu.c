@@ -1,5 +1,8 @@
 /* backend_cpu.c - the CPU backend: host memory and the float32/float64 op
- * tables. It is the reference every other backend is checked against. */
+ * tables. It is the reference every other backend is checked against.
+ * Every op runs to completion when called, so events are always complete
+ * and the asynchronous copies are plain copies. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,31 +10,78 @@
 
 extern const ds_ops ds_cpu_ops_f32, ds_cpu_ops_f64;
 
-struct ds_ctx { int unused; };
+struct ds_ctx { int device; };
+struct ds_event { int recorded; };
+
+/* Process-wide: every context of this backend together. */
+static struct {
+    atomic_long allocs, to_host;
+    atomic_size_t in_use, peak;
+} counts;
+
+/* Each allocation carries its size in the alignment unit before its data,
+ * for the memory counters. */
+static size_t round_up(size_t bytes) { return (bytes + DS_ALIGN_BYTES - 1) / DS_ALIGN_BYTES * DS_ALIGN_BYTES; }
+
+static int cpu_device_count(void) { return 1; }
 
 static ds_status cpu_ctx_create(int device, ds_ctx **out)
 {
-    (void)device;
+    if (device != 0)
+        return DS_FAIL(DS_ERR_ARG, "the cpu backend has one device, 0; asked for %d", device);
     *out = calloc(1, sizeof **out);
     return *out ? DS_OK : DS_FAIL(DS_ERR_MEM, "cpu context");
 }
 
 static void cpu_ctx_destroy(ds_ctx *c) { free(c); }
 
+static void note_in_use(long delta)
+{
+    size_t now = atomic_fetch_add(&counts.in_use, (size_t)delta) + (size_t)delta;
+    size_t peak = atomic_load(&counts.peak);
+    while (now > peak && !atomic_compare_exchange_weak(&counts.peak, &peak, now))
+        ;
+}
+
 static ds_status cpu_alloc(ds_ctx *c, ds_dtype t, size_t count, void **out)
 {
     (void)c;
-    size_t bytes = count * ds_dtype_size(t);
-    bytes = (bytes + 63) / 64 * 64;   /* aligned_alloc wants a multiple of the alignment */
-    *out = aligned_alloc(64, bytes ? bytes : 64);
-    if (!*out)
+    const size_t bytes = round_up(count * ds_dtype_size(t));
+    char *base = aligned_alloc(DS_ALIGN_BYTES, DS_ALIGN_BYTES + bytes);
+    if (!base)
         return DS_FAIL(DS_ERR_MEM, "cannot allocate %zu elements of %s (%zu bytes)", count,
                        ds_dtype_name(t), bytes);
-    memset(*out, 0, bytes ? bytes : 64);
+    memcpy(base, &bytes, sizeof bytes);
+    memset(base + DS_ALIGN_BYTES, 0, bytes);
+    atomic_fetch_add(&counts.allocs, 1);
+    note_in_use((long)bytes);
+    *out = base + DS_ALIGN_BYTES;
     return DS_OK;
 }
 
-static void cpu_release(ds_ctx *c, void *p) { (void)c; free(p); }
+static void cpu_release(ds_ctx *c, void *p)
+{
+    (void)c;
+    if (!p)
+        return;
+    char *base = (char *)p - DS_ALIGN_BYTES;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    note_in_use(-(long)bytes);
+    free(base);
+}
+
+static ds_status cpu_host_alloc(ds_ctx *c, size_t bytes, void **out)
+{
+    (void)c;
+    *out = aligned_alloc(DS_ALIGN_BYTES, bytes ? round_up(bytes) : DS_ALIGN_BYTES);
+    if (!*out)
+        return DS_FAIL(DS_ERR_MEM, "cannot allocate %zu bytes of staging memory", bytes);
+    atomic_fetch_add(&counts.allocs, 1);
+    return DS_OK;
+}
+
+static void cpu_host_release(ds_ctx *c, void *p) { (void)c; free(p); }
 
 static ds_status cpu_zero(ds_ctx *c, ds_dtype t, size_t count, void *p)
 {
@@ -48,7 +98,49 @@ static ds_status cpu_copy(ds_ctx *c, ds_dtype t, size_t count, const void *src, 
     return DS_OK;
 }
 
+static ds_status cpu_to_host(ds_ctx *c, ds_dtype t, size_t count, const void *src, void *host)
+{
+    atomic_fetch_add(&counts.to_host, 1);
+    return cpu_copy(c, t, count, src, host);
+}
+
 static ds_status cpu_sync(ds_ctx *c) { (void)c; return DS_OK; }
+
+static ds_status cpu_event_create(ds_ctx *c, ds_event **out)
+{
+    (void)c;
+    *out = calloc(1, sizeof **out);
+    return *out ? DS_OK : DS_FAIL(DS_ERR_MEM, "event");
+}
+
+static void cpu_event_destroy(ds_ctx *c, ds_event *e) { (void)c; free(e); }
+
+static ds_status cpu_event_record(ds_ctx *c, ds_event *e)
+{
+    (void)c;
+    e->recorded = 1;
+    return DS_OK;
+}
+
+static ds_status cpu_event_wait(ds_ctx *c, ds_event *e) { (void)c, (void)e; return DS_OK; }
+
+static ds_status cpu_event_sync(ds_event *e) { (void)e; return DS_OK; }
+
+static ds_status cpu_event_query(ds_event *e, int *done)
+{
+    (void)e;
+    *done = 1;
+    return DS_OK;
+}
+
+static void cpu_counters(ds_ctx *c, ds_backend_counters *out)
+{
+    (void)c;
+    *out = (ds_backend_counters){.allocs = atomic_load(&counts.allocs),
+                                 .to_host = atomic_load(&counts.to_host),
+                                 .bytes_in_use = atomic_load(&counts.in_use),
+                                 .bytes_peak = atomic_load(&counts.peak)};
+}
 
 static const ds_ops *cpu_ops(ds_dtype t)
 {
@@ -61,14 +153,25 @@ static const ds_ops *cpu_ops(ds_dtype t)
 
 const ds_backend ds_cpu_backend = {
     .name = "cpu",
+    .device_count = cpu_device_count,
     .ctx_create = cpu_ctx_create,
     .ctx_destroy = cpu_ctx_destroy,
     .alloc = cpu_alloc,
     .release = cpu_release,
+    .host_alloc = cpu_host_alloc,
+    .host_release = cpu_host_release,
     .zero = cpu_zero,
-    .to_host = cpu_copy,
+    .to_host = cpu_to_host,
+    .to_host_async = cpu_copy,
     .from_host = cpu_copy,
     .copy = cpu_copy,
     .sync = cpu_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_sync = cpu_event_sync,
+    .event_query = cpu_event_query,
+    .counters = cpu_counters,
     .ops = cpu_ops,
 };

@@ -1,7 +1,9 @@
 /* real.h - the element type of one instantiation of the CPU ops.
  * ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64 and include
  * ops_table.inc, which includes every op body (*.inc) once per type. Op
- * bodies use `real`, FN(name) for their names and the macros below. */
+ * bodies use `real` and the macros below. Each dtype is its own translation
+ * unit, so the static op functions keep their plain names (grep and gdb find
+ * rnn_fwd); only the exported table, DS_CPU_OPS, differs by dtype. */
 #ifndef DS_CPU_REAL_H
 #define DS_CPU_REAL_H
 
@@ -10,7 +12,7 @@
 
 #if defined(DS_REAL_F32)
 typedef float real;
-#define FN(name) name##_f32
+#define DS_CPU_OPS ds_cpu_ops_f32
 #define DS_REAL_DTYPE DS_F32
 #define GEMM cblas_sgemm
 #define GEMV cblas_sgemv
@@ -22,7 +24,7 @@ typedef float real;
 #define R_LOG1P log1pf
 #elif defined(DS_REAL_F64)
 typedef double real;
-#define FN(name) name##_f64
+#define DS_CPU_OPS ds_cpu_ops_f64
 #define DS_REAL_DTYPE DS_F64
 #define GEMM cblas_dgemm
 #define GEMV cblas_dgemv
@@ -36,6 +38,6 @@ typedef double real;
 #error "define DS_REAL_F32 or DS_REAL_F64 before including real.h"
 #endif
 
-static inline real FN(sigmoid)(real x) { return (real)1 / ((real)1 + R_EXP(-x)); }
+static inline real sigmoid(real x) { return (real)1 / ((real)1 + R_EXP(-x)); }
 
 #endif

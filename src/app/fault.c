@@ -1,0 +1,23 @@
+/* fault.c - injected faults, for the tests of what the other ranks do when
+ * one dies or hangs (see train_run.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train_run.h"
+
+void ds_inject_fault(int my_rank, long step)
+{
+    const char *f = getenv("DSTRAIN_FAULT");
+    char kind[8];
+    int rank;
+    long at;
+    if (!f || sscanf(f, "%7[a-z]:%d:%ld", kind, &rank, &at) != 3 || rank != my_rank || at != step)
+        return;
+    fprintf(stderr, "dstrain: rank %d: injected fault (%s) at step %ld\n", rank, kind, step);
+    if (!strcmp(kind, "exit"))
+        _exit(7);
+    for (;;)
+        pause();
+}

@@ -1,0 +1,141 @@
+/* ranks.c - what a run does across ranks: rank 0's weights broadcast, the
+ * reducer and the model's hooks into it (gradient buckets, synchronised
+ * BatchNorm), the per-step gathering of metrics, and parameter checksums. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_run.h"
+
+enum { GATHERED = 3 };   /* per rank: step ms, loss, infinite count */
+
+static ds_status hook_ready(void *user, size_t place)
+{
+    return ds_reducer_ready(((run_state *)user)->dist.reducer, place);
+}
+
+/* Synchronised BatchNorm: the moments summed over ranks by the transport;
+ * the counts are known from the global batch. */
+static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
+{
+    return ds_reducer_sum(((run_state *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
+}
+
+/* Rank 0's initial weights, so every rank starts identical. */
+static ds_status broadcast_params(run_state *r)
+{
+    const size_t n = ds_model_param_count(r->model);
+    ds_status st = ds_model_get(r->model, DS_PARAMS, r->sync_host);
+    for (size_t at = 0; st == DS_OK && at < n; at += 1 << 26)   /* MPI counts are int */
+        st = ds_world_bcast(r->o->world, r->sync_host + at,
+                            (int)(n - at < (1 << 26) ? n - at : 1 << 26), MPI_DOUBLE,
+                            "the initial weights");
+    return st == DS_OK ? ds_model_put(r->model, DS_PARAMS, r->sync_host) : st;
+}
+
+static ds_status alloc_rank_buffers(run_state *r)
+{
+    r->gathered = calloc((size_t)r->ranks * GATHERED, sizeof *r->gathered);
+    r->sync_host = malloc(ds_model_param_count(r->model) * sizeof *r->sync_host);
+    r->sync_sums = calloc((size_t)r->ranks, sizeof *r->sync_sums);
+    if (!r->gathered || !r->sync_host || !r->sync_sums)
+        return DS_FAIL(DS_ERR_MEM, "per-rank buffers for %d ranks", r->ranks);
+    return DS_OK;
+}
+
+ds_status ds_run_setup_ranks(run_state *r)
+{
+    const ds_train_opts *o = r->o;
+    if (r->ranks == 1)
+        return DS_OK;
+    DS_TRY(alloc_rank_buffers(r));
+    DS_TRY(broadcast_params(r));
+    const ds_dtype dt = ds_model_dtype(r->model);
+    const size_t bucket = (size_t)(o->bucket_mb * 1024 * 1024) / ds_dtype_size(dt);
+    const ds_reducer_cfg rc = {.world = o->world, .kind = o->allreduce, .be = r->be, .ctx = r->ctx,
+                               .device = o->world->device < 0 ? 0 : o->world->device, .dt = dt,
+                               .grads = ds_model_grads(r->model),
+                               .n = ds_model_param_span(r->model), .bucket_elems = bucket ? bucket : 1,
+                               .sum_capacity = ds_model_bn_moments_max(r->model),
+                               .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL};
+    DS_TRY(ds_reducer_create(&rc, &r->dist.reducer));
+    r->dist.world = o->world;
+    const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
+                              .user = r};
+    ds_model_set_hooks(r->model, &h);
+    ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB, %s BatchNorm\n", r->ranks,
+             ds_reducer_buckets(r->dist.reducer), o->bucket_mb, o->local_bn ? "per-rank" : "synchronised");
+    return DS_OK;
+}
+
+void ds_run_close_ranks(run_state *r)
+{
+    ds_reducer_destroy(r->dist.reducer);
+    r->dist.reducer = NULL;
+    free(r->gathered);
+    free(r->sync_host);
+    free(r->sync_sums);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n)
+{
+    s->ranks = r->ranks;
+    s->loss = out->loss;
+    s->n_infinite = out->n_infinite;
+    s->samples_per_s = global_n / (s->step_ms / 1e3);
+    if (r->ranks == 1)
+        return DS_OK;
+    const double mine[GATHERED] = {s->step_ms, out->loss, out->n_infinite};
+    ds_world *w = r->o->world;
+    ds_world_wait_begin(w, "gathering step metrics");
+    int rc = MPI_Allgather(mine, GATHERED, MPI_DOUBLE, r->gathered, GATHERED, MPI_DOUBLE, w->comm);
+    ds_world_wait_end(w);
+    DS_TRY(ds_mpi_check(rc, "MPI_Allgather of step metrics"));
+    s->loss = 0;
+    s->n_infinite = 0;
+    for (int k = 0; k < r->ranks; k++) {   /* the global loss: every rank's share, in rank order */
+        s->loss += r->gathered[k * GATHERED + 1];
+        s->n_infinite += (int)r->gathered[k * GATHERED + 2];
+        r->gathered[k] = r->gathered[k * GATHERED];   /* step times to the front, for sorting */
+    }
+    qsort(r->gathered, (size_t)r->ranks, sizeof *r->gathered, cmp_double);
+    const double *t = r->gathered;
+    s->step_ms_min = t[0];
+    s->step_ms_max = t[r->ranks - 1];
+    s->step_ms_median = r->ranks % 2 ? t[r->ranks / 2] : (t[r->ranks / 2 - 1] + t[r->ranks / 2]) / 2;
+    s->samples_per_s = global_n / (s->step_ms_max / 1e3);
+    s->buckets = out->timing.buckets;
+    s->buckets_early = out->timing.started_early;
+    s->backward_ms = out->timing.backward_ms;
+    s->reduce_ms = out->timing.reduce_ms;
+    s->reduce_hidden_ms = out->timing.hidden_ms;
+    s->reduce_wait_ms = out->timing.wait_ms;
+    return DS_OK;
+}
+
+ds_status ds_run_check_sync(run_state *r, long step)
+{
+    const size_t n = ds_model_param_count(r->model);
+    DS_TRY(ds_model_get(r->model, DS_PARAMS, r->sync_host));
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a over the bytes: any difference shows */
+    for (size_t i = 0; i < n * sizeof *r->sync_host; i++)
+        h = (h ^ ((const unsigned char *)r->sync_host)[i]) * 1099511628211ULL;
+    ds_world_wait_begin(r->o->world, "comparing parameter checksums");
+    int rc = MPI_Allgather(&h, 1, MPI_UINT64_T, r->sync_sums, 1, MPI_UINT64_T, r->o->world->comm);
+    ds_world_wait_end(r->o->world);
+    DS_TRY(ds_mpi_check(rc, "MPI_Allgather of parameter checksums"));
+    char differ[256] = "";
+    for (int k = 1; k < r->ranks; k++)
+        if (r->sync_sums[k] != r->sync_sums[0] && strlen(differ) < sizeof differ - 16)
+            snprintf(differ + strlen(differ), sizeof differ - strlen(differ), "%s%d", *differ ? ", " : "", k);
+    if (*differ)
+        return DS_FAIL(DS_ERR_NUM, "after step %ld the parameters of rank(s) %s differ from rank 0's",
+                       step, differ);
+    return DS_OK;
+}

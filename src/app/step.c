@@ -1,0 +1,116 @@
+/* step.c - see step.h. Each launched step copies its loss and optimizer
+ * scalars into one of two pinned host slots and records an event there;
+ * collecting waits on that event only. */
+#include "step.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+enum { SLOTS = 2, SLOT_DOUBLES = DS_LOSS_SCALARS + DS_OPT_SCALARS };
+
+struct ds_stepper {
+    ds_model *m;
+    ds_optim *o;
+    ds_dist d;
+    const ds_backend *be;
+    ds_ctx *ctx;
+    double *host;                   /* [SLOTS][SLOT_DOUBLES] pinned */
+    ds_event *ev[SLOTS];
+    ds_reduce_timing timing[SLOTS];
+    double launch_ms[SLOTS];
+    long launched, collected;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepper **out)
+{
+    *out = NULL;
+    ds_stepper *s = calloc(1, sizeof *s);
+    if (!s)
+        return DS_FAIL(DS_ERR_MEM, "stepper");
+    *s = (ds_stepper){.m = m, .o = o, .d = d ? *d : (ds_dist){0}, .ctx = ds_model_ctx(m)};
+    s->be = ds_model_backend(m);
+    ds_status st = s->be->host_alloc(s->ctx, SLOTS * SLOT_DOUBLES * sizeof(double), (void **)&s->host);
+    for (int k = 0; st == DS_OK && k < SLOTS; k++)
+        st = s->be->event_create(s->ctx, &s->ev[k]);
+    if (st != DS_OK) {
+        ds_stepper_destroy(s);
+        return st;
+    }
+    *out = s;
+    return DS_OK;
+}
+
+void ds_stepper_destroy(ds_stepper *s)
+{
+    if (!s)
+        return;
+    for (int k = 0; k < SLOTS; k++)
+        if (s->ev[k])
+            s->be->event_destroy(s->ctx, s->ev[k]);
+    if (s->host)
+        s->be->host_release(s->ctx, s->host);
+    free(s);
+}
+
+int ds_stepper_pending(const ds_stepper *s) { return (int)(s->launched - s->collected); }
+
+/* Forward, loss, backward with the reduction around it, update. */
+static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
+{
+    ds_model *m = s->m;
+    ds_reducer *red = s->d.reducer;
+    DS_TRY(ds_model_set_batch(m, b));
+    if (b->n_global > 0)   /* BatchNorm counts and the loss norm span every rank */
+        DS_TRY(ds_model_set_global_batch(m, b->global_lengths, b->n_global));
+    DS_TRY(ds_model_zero_grad(m));
+    DS_TRY(ds_model_forward(m, 1));
+    DS_TRY(ds_model_loss(m, 1));
+    if (red)
+        DS_TRY(ds_reducer_begin(red));
+    DS_TRY(ds_model_backward(m));
+    if (red)
+        DS_TRY(ds_reducer_finish(red, t));
+    /* grads are summed over ranks: the norm, clip and skip are global */
+    return ds_optim_update(s->o, ds_model_params(m), ds_model_grads(m), lr);
+}
+
+ds_status ds_stepper_launch(ds_stepper *s, const ds_batch *b, double lr)
+{
+    if (ds_stepper_pending(s) >= SLOTS)
+        return DS_FAIL(DS_ERR_ARG, "%d steps launched and not collected", SLOTS);
+    const int k = (int)(s->launched % SLOTS);
+    const double t0 = now_ms();
+    s->timing[k] = (ds_reduce_timing){0};
+    DS_TRY(queue_step(s, b, lr, &s->timing[k]));
+    double *slot = s->host + (size_t)k * SLOT_DOUBLES;   /* scalars are FP64 */
+    DS_TRY(s->be->to_host_async(s->ctx, DS_F64, DS_LOSS_SCALARS, ds_model_loss_scalars(s->m), slot));
+    DS_TRY(s->be->to_host_async(s->ctx, DS_F64, DS_OPT_SCALARS, ds_optim_scalars(s->o),
+                                slot + DS_LOSS_SCALARS));
+    DS_TRY(s->be->event_record(s->ctx, s->ev[k]));
+    s->launch_ms[k] = now_ms() - t0;
+    s->launched++;
+    return DS_OK;
+}
+
+ds_status ds_stepper_collect(ds_stepper *s, ds_step_out *out)
+{
+    if (ds_stepper_pending(s) < 1)
+        return DS_FAIL(DS_ERR_ARG, "no launched step to collect");
+    const int k = (int)(s->collected % SLOTS);
+    const double t0 = now_ms();
+    DS_TRY(s->be->event_sync(s->ev[k]));
+    const double *slot = s->host + (size_t)k * SLOT_DOUBLES;
+    *out = (ds_step_out){.loss = slot[DS_LOSS_MEAN], .n_infinite = (int)slot[DS_LOSS_INFINITE],
+                         .opt = ds_optim_status_of(slot + DS_LOSS_SCALARS),
+                         .timing = s->timing[k], .launch_ms = s->launch_ms[k],
+                         .wait_ms = now_ms() - t0};
+    s->collected++;
+    return DS_OK;
+}

@@ -1,0 +1,44 @@
+/* step.h - one training step, queued on the backend without waiting on it,
+ * and its metrics read by the host afterwards (after the next step has been
+ * launched, or at once where the caller needs them: printing, checkpoints).
+ * Nothing here allocates after ds_stepper_create. */
+#ifndef DS_STEP_H
+#define DS_STEP_H
+
+#include "batch.h"
+#include "model.h"
+#include "optim.h"
+#include "reduce.h"
+#include "world.h"
+
+/* The ranks a step spans; world NULL or of size 1, reducer NULL: one process. */
+typedef struct {
+    ds_world *world;
+    ds_reducer *reducer;
+} ds_dist;
+
+/* What the host learns of a step. */
+typedef struct {
+    double loss;                  /* this rank's share: sum of its finite losses / global batch */
+    int n_infinite;               /* this rank's utterances without an alignment */
+    ds_optim_status opt;          /* gradient norm, clip, skipped (same on every rank) */
+    ds_reduce_timing timing;      /* of the gradient reduction (ranks > 1) */
+    double launch_ms, wait_ms;    /* host time queueing the step, and waiting for its metrics */
+} ds_step_out;
+
+typedef struct ds_stepper ds_stepper;
+
+/* d may be NULL (one process). */
+ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepper **out);
+void ds_stepper_destroy(ds_stepper *s);
+/* Queues one optimisation step on b: forward, CTC, backward (gradients
+ * reduced across ranks as they become final), clip and update decided on the
+ * backend, and the copy of the step's scalars to the host. At most two steps
+ * may be launched and not yet collected. */
+ds_status ds_stepper_launch(ds_stepper *s, const ds_batch *b, double lr);
+/* The metrics of the oldest launched step not yet collected (waits for it). */
+ds_status ds_stepper_collect(ds_stepper *s, ds_step_out *out);
+/* Steps launched and not yet collected. */
+int ds_stepper_pending(const ds_stepper *s);
+
+#endif

@@ -1,0 +1,62 @@
+/* train_run.h - the state of one training run, shared by the parts of the
+ * loop (train.c), its data (train_data.c) and its ranks (ranks.c). Private
+ * to the app layer. */
+#ifndef DS_TRAIN_RUN_H
+#define DS_TRAIN_RUN_H
+
+#include "filter.h"
+#include "rng.h"
+#include "score.h"
+#include "step.h"
+#include "train.h"
+
+typedef struct {
+    const ds_train_opts *o;
+    ds_optim_cfg ocfg;
+    long per_epoch, total;
+    const ds_backend *be;
+    ds_ctx *ctx;
+    ds_model *model;
+    ds_optim *optim;
+    ds_stepper *stepper;
+    ds_scorer *scorer;
+    ds_log log;
+    ds_feature_cfg feat;
+    /* HDF5 data */
+    ds_dataset *train, *val;
+    long *keep, n_keep, *val_keep, n_val;
+    ds_filter_stats fs;
+    ds_sampler *sampler;
+    ds_loader *loader;
+    /* synthetic data: every rank draws the same global batch and takes its share */
+    ds_rng rng;
+    ds_batch synth_global, synth;
+    long synth_left;
+    /* ranks */
+    ds_dist dist;
+    int rank, ranks;
+    double *gathered;           /* [ranks][3] step time, loss, n_inf of every rank */
+    double *sync_host;          /* [param_count] parameters, for --check-sync */
+    uint64_t *sync_sums;        /* [ranks] their checksums */
+} run_state;
+
+/* train_data.c */
+ds_status ds_run_open_data(run_state *r, ds_model_limits *lim);
+ds_status ds_run_epoch_begin(run_state *r, int epoch);
+/* The next batch of the epoch, or NULL at its end. */
+ds_status ds_run_next_batch(run_state *r, const ds_batch **b);
+void ds_run_close_data(run_state *r);
+
+/* ranks.c */
+ds_status ds_run_setup_ranks(run_state *r);
+void ds_run_close_ranks(run_state *r);
+/* Every rank's step time, loss and infinite count into s (one allgather). */
+ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
+/* Stops the run, naming the ranks whose parameters differ from rank 0's. */
+ds_status ds_run_check_sync(run_state *r, long step);
+
+/* fault.c: DSTRAIN_FAULT=exit|hang:RANK:STEP makes that rank exit or hang
+ * before that step, for the tests of what the other ranks do then. */
+void ds_inject_fault(int rank, long step);
+
+#endif
