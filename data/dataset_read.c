@@ -352,7 +352,7 @@ static ds_status read_half_rows(const ds_dataset_h5 *h, hsize_t row0, size_t row
     for (size_t k = 0; k < n; k++) {
         uint16_t v;
         memcpy(&v, raw + k * sizeof v, sizeof v);
-        out[k] = ds_half_to_float(v);
+        out[k] = ds_f32_from_f16(v);
     }
     return DS_OK;
 }

@@ -1,5 +1,5 @@
 /* dataset_write.c - ds_dataset_writer: frames go to the chunked /features as
- * they come (float16 converted here, see half.h); the index,
+ * they come (float16 converted here, see src/half.h); the index,
  * labels, ids and transcripts grow in memory and are written at close with
  * the statistics and the attributes. */
 #include "dataset.h"
@@ -192,8 +192,7 @@ static ds_status append_rows(ds_dataset_writer *w, const float *features, int fr
             w->stage = p;
             w->stage_cap = count;
         }
-        for (size_t k = 0; k < count; k++)
-            w->stage[k] = ds_float_to_half(features[k]);
+        ds_f16_from_f32_n(w->stage, features, count);
         rows = w->stage;
         mem_type = w->file_type;
     }

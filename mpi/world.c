@@ -115,7 +115,10 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     MPI_Comm_rank(local, &w->local_rank);
     MPI_Comm_size(local, &w->local_size);
     MPI_Comm_free(&local);
-    w->device = visible_gpus == 1 ? 0 : w->local_rank;   /* one visible GPU: the launcher bound it */
+    DS_TRY(ds_bind_device(w->local_rank, w->local_size, visible_gpus, 0, &w->binding));
+    w->device = w->binding.device;
+    if (w->binding.warning[0] && w->local_rank == 0)   /* it describes the node: once per node */
+        fprintf(stderr, "dstrain: rank %d: warning: %s\n", w->rank, w->binding.warning);
     DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->comm), "MPI_Comm_dup"));
     DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->grad_comm), "MPI_Comm_dup"));
     MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);

@@ -114,7 +114,7 @@ static void check_index(const corpus *c, const ds_dataset *d, int lo, int hi)
 /* x as stored in dt: itself, or rounded to the nearest float16. */
 static float stored(float x, ds_dtype dt)
 {
-    return dt == DS_F32 ? x : ds_half_to_float(ds_float_to_half(x));
+    return dt == DS_F32 ? x : ds_f32_from_f16(ds_f16_from_f32(x));
 }
 
 /* Features of d against c: bit-exact in float32, rounded to nearest in float16. */
@@ -142,10 +142,10 @@ static void check_half(void)
 {
     size_t bad = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
-        float f = ds_half_to_float((uint16_t)h);
+        float f = ds_f32_from_f16((uint16_t)h);
         int nan = ((h >> 10) & 31) == 31 && (h & 0x3ff);
-        bad += nan ? !isnan(f) || (ds_float_to_half(f) & 0x7c00) != 0x7c00
-                   : ds_float_to_half(f) != h;
+        bad += nan ? !isnan(f) || (ds_f16_from_f32(f) & 0x7c00) != 0x7c00
+                   : ds_f16_from_f32(f) != h;
     }
     T_CHECK(bad == 0, "%zu halves do not round trip", bad);
 #ifdef __FLT16_MAX__
@@ -161,13 +161,13 @@ static void check_half(void)
         _Float16 want = (_Float16)f;
         uint16_t wb;
         memcpy(&wb, &want, sizeof wb);
-        bad += ds_float_to_half(f) != wb;
+        bad += ds_f16_from_f32(f) != wb;
     }
     T_CHECK(bad == 0, "%zu of 2e6 random floats round differently from _Float16", bad);
 #endif
-    T_CHECK(ds_float_to_half(7.9999f) == 0x4800 && ds_float_to_half(65519.0f) == 0x7bff
-                && ds_float_to_half(65520.0f) == 0x7c00 && ds_float_to_half(0x1p-25f) == 0
-                && ds_float_to_half(0x1.8p-25f) == 1,
+    T_CHECK(ds_f16_from_f32(7.9999f) == 0x4800 && ds_f16_from_f32(65519.0f) == 0x7bff
+                && ds_f16_from_f32(65520.0f) == 0x7c00 && ds_f16_from_f32(0x1p-25f) == 0
+                && ds_f16_from_f32(0x1.8p-25f) == 1,
             "rounding at the edges");
 }
 

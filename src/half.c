@@ -1,0 +1,143 @@
+/* half.c - see half.h. HDF5 1.10's own binary16 conversion is not used: it
+ * loses the carry when rounding overflows the mantissa (7.9999 -> 4.0; h5py
+ * issue #819) and it runs at ~120 ns a value. The float paths below are bit
+ * tricks on the float's pattern; the double paths share one integer rounding
+ * routine parameterised by the narrow format. */
+#include "half.h"
+
+#include <string.h>
+
+/* A narrow binary format: mantissa bits, exponent bias, the all-ones
+ * exponent field (Inf, NaN). Both have the sign in bit 15. */
+typedef struct {
+    int man, bias, exp_ones;
+} narrow_fmt;
+
+static const narrow_fmt FMT_F16 = {10, 15, 31};
+static const narrow_fmt FMT_BF16 = {7, 127, 255};
+
+static uint32_t bits_f32(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+
+static float f32_bits(uint32_t x)
+{
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+float ds_f32_from_f16(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3ffu;
+    if (e == 31)                                       /* inf; NaN quietened, payload kept */
+        return f32_bits(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+    if (e)
+        return f32_bits(sign | ((e + 112) << 23) | (m << 13));   /* rebias 15 -> 127 */
+    return f32_bits(bits_f32((float)m * 0x1p-24f) | sign);      /* zero or subnormal: exact */
+}
+
+uint16_t ds_f16_from_f32(float f)
+{
+    const uint32_t x = bits_f32(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x38800000u && ax < 0x477ff000u)         /* normal half: [2^-14, 65520) */
+        /* rebias, then round the 13 dropped bits to nearest even without a
+         * branch: adding 0xfff plus the kept lsb carries exactly when the
+         * rest is over half, or half with an odd lsb; a carry out of the
+         * mantissa raises the exponent, as it should */
+        return (uint16_t)(sign | ((ax - 0x38000000u + 0xfffu + ((ax >> 13) & 1u)) >> 13));
+    if (ax >= 0x7f800000u)                             /* inf, NaN (stays a NaN) */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+    if (ax >= 0x477ff000u)                             /* >= 65520 rounds to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    const uint32_t e = ax >> 23;                       /* subnormal half, in units of 2^-24 */
+    if (e < 102)                                       /* below 2^-25: rounds to zero */
+        return sign;
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;   /* 14..24 */
+    const uint32_t rem = m & ((1u << shift) - 1), tie = 1u << (shift - 1);
+    uint32_t r = m >> shift;
+    if (rem > tie || (rem == tie && (r & 1)))
+        r++;                                           /* 0x400 is the smallest normal */
+    return (uint16_t)(sign | r);
+}
+
+float ds_f32_from_bf16(uint16_t h)
+{
+    const uint32_t x = (uint32_t)h << 16;              /* bfloat16 is float's top half */
+    return f32_bits((x & 0x7fffffffu) > 0x7f800000u ? x | 0x400000u : x);
+}
+
+uint16_t ds_bf16_from_f32(float f)
+{
+    const uint32_t x = bits_f32(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)               /* NaN: quiet, top of the payload kept */
+        return (uint16_t)((x >> 16) | 0x40u);
+    /* the same carry trick as for F16 on the low 16 bits; the exponents
+     * agree, so subnormals need nothing and overflow carries into Inf */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* Double d rounded once to format f. The double's 53-bit significand is
+ * shifted right by as many bits as the target keeps fewer (more below the
+ * target's smallest normal) and rounded to nearest even on the remainder. */
+static uint16_t narrow_f64(double d, narrow_fmt f)
+{
+    uint64_t x;
+    memcpy(&x, &d, sizeof x);
+    const uint16_t sign = (uint16_t)((x >> 48) & 0x8000u);
+    const uint64_t ax = x & 0x7fffffffffffffffull;
+    const uint16_t inf = (uint16_t)(f.exp_ones << f.man);
+    if (ax > 0x7ff0000000000000ull)                    /* NaN: quiet */
+        return (uint16_t)(sign | inf | (1u << (f.man - 1)));
+    const int e = (int)(ax >> 52);
+    if (e == 0)                  /* zero, or a double subnormal: < 2^-1022, rounds to zero */
+        return sign;
+    const int te = e - 1023 + f.bias;                  /* the target's biased exponent */
+    if (te >= f.exp_ones)                              /* >= 2^(emax + 1), or Inf */
+        return (uint16_t)(sign | inf);
+    const int shift = 52 - f.man + (te < 1 ? 1 - te : 0);
+    if (shift > 63)                                    /* below a quarter of the smallest subnormal */
+        return sign;
+    const uint64_t m = (ax & 0xfffffffffffffull) | (1ull << 52);
+    const uint64_t rem = m & ((1ull << shift) - 1), tie = 1ull << (shift - 1);
+    uint64_t r = m >> shift;
+    if (rem > tie || (rem == tie && (r & 1)))
+        r++;
+    /* r holds the implicit bit for normals, so base + r adds one to the
+     * exponent field; a carry out of the mantissa raises it once more, up
+     * to Inf. Subnormals have no implicit bit and base 0. */
+    const uint64_t base = te < 1 ? 0 : (uint64_t)(te - 1) << f.man;
+    return (uint16_t)(sign | (base + r));
+}
+
+uint16_t ds_f16_from_f64(double d) { return narrow_f64(d, FMT_F16); }
+uint16_t ds_bf16_from_f64(double d) { return narrow_f64(d, FMT_BF16); }
+
+void ds_f16_from_f32_n(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ds_f16_from_f32(src[i]);
+}
+
+void ds_f32_from_f16_n(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ds_f32_from_f16(src[i]);
+}
+
+void ds_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ds_bf16_from_f32(src[i]);
+}
+
+void ds_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ds_f32_from_bf16(src[i]);
+}
