@@ -36,8 +36,9 @@ static ds_status open_transport(ds_reducer *r)
 {
     const ds_reducer_cfg *c = &r->c;
     if (c->kind == DS_REDUCE_NCCL)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl: the NCCL transport is not built yet; "
-                                           "use --allreduce mpi");
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl needs the CUDA backend and the NCCL "
+                                           "transport, which this build does not have (%s backend); "
+                                           "use --allreduce mpi", c->be->name);
     const ds_transport_cfg tc = {.world = c->world, .be = c->be, .ctx = c->ctx, .device = c->device,
                                  .dt = c->dt, .grads = c->grads, .n = c->n,
                                  .bucket_elems = c->bucket_elems, .sum_capacity = c->sum_capacity,

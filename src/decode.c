@@ -71,11 +71,19 @@ static int levenshtein(const tok *a, int na, const tok *b, int nb, int *row)
     return row[nb];
 }
 
+/* Transcripts up to this many characters are scored on the stack: scoring
+ * during training allocates nothing (LibriSpeech's longest is ~ 520). */
+enum { STACK_CHARS = 1024 };
+
 static int edits(const char *ref, const char *hyp, int by_word, int *ref_count)
 {
     size_t lr = strlen(ref), lh = strlen(hyp);
-    tok *a = malloc((lr + 1) * sizeof *a), *b = malloc((lh + 1) * sizeof *b);
-    int *row = malloc((lh + 1) * sizeof *row);
+    tok a_stack[STACK_CHARS + 1], b_stack[STACK_CHARS + 1];
+    int row_stack[STACK_CHARS + 1];
+    const int heap_a = lr > STACK_CHARS, heap_b = lh > STACK_CHARS;
+    tok *a = heap_a ? malloc((lr + 1) * sizeof *a) : a_stack;
+    tok *b = heap_b ? malloc((lh + 1) * sizeof *b) : b_stack;
+    int *row = heap_b ? malloc((lh + 1) * sizeof *row) : row_stack;
     int d = -1;
     if (a && b && row) {
         int na = tokenize(ref, by_word, a), nb = tokenize(hyp, by_word, b);
@@ -83,9 +91,12 @@ static int edits(const char *ref, const char *hyp, int by_word, int *ref_count)
             *ref_count = na;
         d = levenshtein(a, na, b, nb, row);
     }
-    free(a);
-    free(b);
-    free(row);
+    if (heap_a)
+        free(a);
+    if (heap_b) {
+        free(b);
+        free(row);
+    }
     return d;
 }
 

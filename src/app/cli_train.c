@@ -210,10 +210,15 @@ int ds_cli_train(int argc, char **argv)
                         "--synthetic\n");
         return 2;
     }
+    /* the device is decided once, here, from the devices the backend sees */
+    const ds_backend *be = ds_backend_get(o.device);
     ds_world world;
-    ds_status st = ds_world_init(&world, 0, timeout);
+    ds_status st = ds_world_init(&world, be ? be->device_count() : 0, timeout);
+    if (st == DS_OK && o.allreduce == DS_REDUCE_NCCL)   /* NCCL refuses ranks sharing a device */
+        st = ds_bind_device(world.local_rank, world.local_size, world.binding.visible_devices, 1,
+                            &world.binding);
     if (st != DS_OK)
-        return ds_cli_fail("train", st);
+        return fail_ranks(&world, st);
     o.world = &world;
     ds_print("dstrain train: %s, %zu parameters, %s on %s, %d rank%s x batch %d, seed %llu\n",
              o.model.name, ds_config_param_count(&o.model), ds_dtype_name(o.precision), o.device,

@@ -46,7 +46,7 @@ static ds_status open_backend(run_state *r)
     if (!r->be)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: this build has no such backend%s", o->device,
                        strcmp(o->device, "cuda") ? "" : " (configure with the CUDA toolkit present)");
-    const int device = o->world && o->world->device > 0 ? o->world->device : 0;
+    const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
     return r->be->ctx_create(device, &r->ctx);
 }
 
