@@ -335,13 +335,14 @@ static ds_status alloc_buffers(ds_model *m)
  * live in the one flat parameter buffer (fp16/bf16 split them out). */
 static ds_status check_precision(const ds_backend *be, ds_dtype dt, const ds_ops **op)
 {
+    /* the backend first: a precision it lacks (fp16 on the CPU) is the error to report */
+    *op = be->ops(dt);
+    if (!*op)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
     const ds_roles r = ds_precision_roles(dt);
     if (r.stats != r.compute)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "%s precision keeps BatchNorm in %s: not built yet",
                        ds_dtype_name(dt), ds_dtype_name(r.stats));
-    *op = be->ops(dt);
-    if (!*op)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
     return DS_OK;
 }
 

@@ -12,10 +12,13 @@ dump's dtype, recomputes everything, and compares tensor by tensor with the
 relative error ||a-b|| / max(||a||, ||b||).
 
     peer_check.py --peer-dump BUILD/tests/peer_dump [--keep] [--only REGEX]
+                  [--backend NAME]
     peer_check.py --self-test       # checks the checker on fabricated dumps
 
 Exit status 0 only when every case passes; a tensor missing on either side,
-or a peer_dump failure, counts as a failure.
+or a peer_dump failure, counts as a failure. --backend runs peer_dump on that
+backend (default: $DSTRAIN_TEST_BACKEND, else cpu); when it is not built in,
+peer_dump exits 77 and so does this check (ctest's SKIP_RETURN_CODE).
 """
 
 import argparse
@@ -281,7 +284,14 @@ def report_case(case, rows, problems, quiet):
 # ---------------------------------------------------------------- running peer_dump
 
 
-def run_peer_dump(exe, tmp, case):
+SKIP_CODE = 77
+
+
+class Skipped(Exception):
+    """peer_dump did not run: its backend is not built in (exit 77)."""
+
+
+def run_peer_dump(exe, tmp, case, backend=None):
     name, cfg, dt, mode, batch, frames, seed = case[:7]
     cfg_path = os.path.join(tmp, name + ".json")
     out_path = os.path.join(tmp, name + ".h5")
@@ -289,10 +299,14 @@ def run_peer_dump(exe, tmp, case):
         json.dump(cfg, f, indent=1)
     cmd = [exe, "--config", cfg_path, "--dtype", dt, "--mode", mode, "--batch", str(batch),
            "--frames", str(frames), "--seed", str(seed), "--out", out_path] + list(case[7:8] and case[7])
+    if backend:
+        cmd += ["--backend", backend]
     env = dict(os.environ)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=300, env=env)
+    if r.returncode == SKIP_CODE:
+        raise Skipped(r.stdout.decode("utf-8", "replace").strip())
     if r.returncode != 0:
         raise RuntimeError("peer_dump exited %d: %s\n%s" % (
             r.returncode, " ".join(cmd), r.stdout.decode("utf-8", "replace")))
@@ -407,6 +421,8 @@ def main():
     ap.add_argument("--dir", help="directory for configs and dumps (implies --keep)")
     ap.add_argument("--only", help="run only cases whose name matches this regex")
     ap.add_argument("--quiet", action="store_true", help="print only failing rows")
+    ap.add_argument("--backend", help="backend peer_dump runs on (default: "
+                    "$DSTRAIN_TEST_BACKEND, else cpu)")
     ap.add_argument("--self-test", action="store_true",
                     help="check the checker on dumps fabricated from the torch peer")
     a = ap.parse_args()
@@ -437,8 +453,11 @@ def main():
         summary = []
         for case in cases:
             try:
-                path = run_peer_dump(a.peer_dump, tmp, case)
+                path = run_peer_dump(a.peer_dump, tmp, case, a.backend)
                 rows, problems = check_dump(load_dump(path), case[0])
+            except Skipped as e:
+                print(e)
+                return SKIP_CODE
             except Exception as e:  # a broken dump or peer_dump run fails the case
                 rows, problems = [], ["%s: %s" % (type(e).__name__, e)]
             ok, worst = report_case(case[0], rows, problems, a.quiet)

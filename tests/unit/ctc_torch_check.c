@@ -1,12 +1,13 @@
 /* ctc_torch_check.c - compares our ctc_loss with PyTorch's on the cases
  * written by tests/peer/ctc_cases.py (see there for the file layout).
  *
- * usage: ctc_torch_check CASES.h5
+ * usage: ctc_torch_check CASES.h5 [BACKEND]
+ *        (BACKEND: default $DSTRAIN_TEST_BACKEND, else cpu)
  *
- * For every case, in FP64 and FP32: the pattern of infinite losses must
- * match, and the finite losses and the gradient must agree within a relative
- * error (2-norm of the difference over the larger 2-norm) of 1e-9 in FP64
- * and 1e-4 in FP32. */
+ * For every case, in FP64 and FP32 logits: the pattern of infinite losses
+ * must match, and the finite losses (FP64 in both, the scalar role) and the
+ * gradient must agree within a relative error (2-norm of the difference over
+ * the larger 2-norm) of 1e-9 in FP64 and 1e-4 in FP32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,13 +93,13 @@ static ds_status run_ours(ds_dtype dt, const ctc_case *k, double *loss, double *
     DS_TRY_GOTO(st, t_new_int(be, ctx, k->total, k->labels, &lab), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, k->n, k->off, &off), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, k->n, k->lab_len, &ll), out);
-    DS_TRY_GOTO(st, be->alloc(ctx, dt, k->n, &lo), out);
+    DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, k->n, &lo), out);   /* losses: scalar role */
     DS_TRY_GOTO(st, be->alloc(ctx, dt, tnc, &g), out);
     size_t ws = ops->ctc_work(k->t, k->n, k->c, k->max_label_len);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, k->t, k->n, k->c, k->blank, x, len, lab, off, ll,
                                   k->max_label_len, k->scale, lo, g, w), out);
-    DS_TRY_GOTO(st, t_get_real(be, ctx, dt, k->n, lo, loss), out);
+    DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, k->n, lo, loss), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);
 out:
     t_release_all(be, ctx, (void *[]){x, len, lab, off, ll, lo, g, w}, 8);
@@ -159,14 +160,16 @@ static int check_case(const char *grp, const ctc_case *k, ds_dtype dt, double to
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASES.h5\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s CASES.h5 [BACKEND]\n", argv[0]);
         return 2;
     }
-    be = ds_backend_get("cpu");
+    be = t_backend(argc > 2 ? argv[2] : NULL);
     hid_t f;
     double num = 0;
-    T_OK(be ? DS_OK : DS_FAIL(DS_ERR_UNSUPPORTED, "no cpu backend"));
+    T_OK(be->ops(DS_F64) && be->ops(DS_F32)
+             ? DS_OK
+             : DS_FAIL(DS_ERR_UNSUPPORTED, "%s backend lacks float64 or float32 ops", be->name));
     T_OK(be->ctx_create(0, &ctx));
     T_OK(ds_h5_open(argv[1], 0, &f));
     T_OK(ds_h5_read_attr_f64(f, "num_cases", &num));

@@ -5,6 +5,10 @@
  *
  * peer_dump --config FILE.json --dtype f32|f64 --mode train|eval
  *           --batch N --frames T --seed S --out FILE.h5 [--impossible]
+ *           [--backend NAME]
+ *
+ * --backend: default $DSTRAIN_TEST_BACKEND, else cpu; one not built in
+ * prints "skipped: ..." and exits 77.
  *
  * --impossible shortens the last utterance until its transcript cannot be
  * aligned (fewer output frames than labels): its loss is +inf, zeroed, and
@@ -24,9 +28,10 @@
 #include "rng.h"
 #include "synthetic.h"
 #include "testmodel.h"
+#include "testutil.h"
 
 typedef struct {
-    const char *config, *out;
+    const char *config, *out, *backend;
     ds_dtype dt;
     int train, batch, frames, impossible;
     unsigned long long seed;
@@ -35,7 +40,7 @@ typedef struct {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: peer_dump --config FILE.json --dtype f32|f64 --mode train|eval "
-               "--batch N --frames T --seed S --out FILE.h5 [--impossible]\n");
+               "--batch N --frames T --seed S --out FILE.h5 [--impossible] [--backend NAME]\n");
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -43,8 +48,8 @@ static int parse(int argc, char **argv, opts *o)
     static const struct option lo[] = {
         {"config", 1, 0, 'c'}, {"dtype", 1, 0, 'd'}, {"mode", 1, 0, 'm'}, {"batch", 1, 0, 'b'},
         {"frames", 1, 0, 't'}, {"seed", 1, 0, 's'}, {"out", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {"impossible", 0, 0, 'i'},
-        {0, 0, 0, 0}};
-    *o = (opts){NULL, NULL, DS_F64, 1, 3, 24, 0, 1};
+        {"backend", 1, 0, 'B'}, {0, 0, 0, 0}};
+    *o = (opts){NULL, NULL, NULL, DS_F64, 1, 3, 24, 0, 1};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -56,6 +61,7 @@ static int parse(int argc, char **argv, opts *o)
         case 's': o->seed = strtoull(optarg, NULL, 10); break;
         case 'o': o->out = optarg; break;
         case 'i': o->impossible = 1; break;
+        case 'B': o->backend = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -122,7 +128,7 @@ static ds_status run(const opts *o)
 {
     ds_model_cfg cfg;
     DS_TRY(ds_config_load_file(o->config, &cfg));
-    const ds_backend *be = ds_backend_get("cpu");
+    const ds_backend *be = t_backend(o->backend);
     ds_ctx *ctx = NULL;
     ds_model *m = NULL;
     ds_batch b = {0};
@@ -157,7 +163,8 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_model_zero_grad(m), out);
     DS_TRY_GOTO(st, ds_model_forward(m, o->train), out);
     ds_loss loss;
-    DS_TRY_GOTO(st, ds_model_loss(m, 1, &loss, losses), out);
+    DS_TRY_GOTO(st, ds_model_loss(m, 1), out);
+    DS_TRY_GOTO(st, ds_model_read_loss(m, &loss, losses), out);
     DS_TRY_GOTO(st, ds_model_backward(m), out);
 
     const int T = ds_model_batch_out_frames(m), C = cfg.n_classes;

@@ -1,6 +1,8 @@
 /* test_checkpoint.c - a checkpoint restores parameters, BatchNorm state,
  * configuration and training position exactly; files that are not
- * checkpoints, or of another model, are refused with a clear message. */
+ * checkpoints, or of another model, are refused with a clear message.
+ *
+ * usage: test_checkpoint [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,13 +13,15 @@
 #include "testmodel.h"
 #include "testutil.h"
 
+static const ds_backend *be;
+
 static ds_model *make_model(const char *preset, ds_dtype dt, ds_ctx *ctx)
 {
     ds_model_cfg cfg;
     ds_model *m = NULL;
     const ds_model_limits lim = {2, 100, 10};
     if (ds_config_preset(preset, &cfg) != DS_OK ||
-        ds_model_create(&cfg, ds_backend_get("cpu"), ctx, dt, &lim, &m) != DS_OK)
+        ds_model_create(&cfg, be, ctx, dt, &lim, &m) != DS_OK)
         return NULL;
     return m;
 }
@@ -34,9 +38,9 @@ static int same(ds_model *a, ds_model *b, int which)
     return eq;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    const ds_backend *be = ds_backend_get("cpu");
+    be = t_backend(argc > 1 ? argv[1] : NULL);
     ds_ctx *ctx;
     char dir[] = "/tmp/ds_ckpt_XXXXXX", path[128], other[128];
     T_OK(be->ctx_create(0, &ctx));
@@ -63,6 +67,10 @@ int main(void)
         T_OK(ds_checkpoint_load(path, b));
         T_CHECK(same(a, b, DS_PARAMS), "%s parameters restored exactly", ds_dtype_name(dt));
         T_CHECK(same(a, b, DS_BN_STATS), "%s BatchNorm state restored exactly", ds_dtype_name(dt));
+        size_t gaps = 0;
+        T_OK(t_flat_gap_nonzero(be, b, DS_PARAMS, &gaps));
+        T_CHECK(gaps == 0, "%s: loading left %zu padding elements of the flat buffer non-zero",
+                ds_dtype_name(dt), gaps);
 
         ds_model_cfg cfg;
         ds_dtype got;

@@ -1,6 +1,9 @@
 /* test_ctc.c - CTC loss and gradient (published Graves/TensorFlow vectors,
  * brute-force path enumeration, finite differences, impossible alignments),
- * the greedy decoder, WER/CER edit counts and the alphabet. */
+ * the batch total (loss_total), the greedy decoder, WER/CER edit counts and
+ * the alphabet. The losses are FP64 (scalar role) in both op tables.
+ *
+ * usage: test_ctc [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,8 @@ static int batch_max_label_len(const ctc_batch *b, size_t *total)
     return m;
 }
 
-/* Runs ctc_loss in dtype dt: loss [n], grad [t][n][c] (NULL: loss only). */
+/* Runs ctc_loss in dtype dt: loss [n] (scalar role: FP64 in both tables),
+ * grad [t][n][c] (NULL: loss only). */
 static ds_status run_ctc(ds_dtype dt, const ctc_batch *b, double *loss, double *grad)
 {
     const ds_ops *ops = be->ops(dt);
@@ -50,14 +54,14 @@ static ds_status run_ctc(ds_dtype dt, const ctc_batch *b, double *loss, double *
     DS_TRY_GOTO(st, t_new_int(be, ctx, total, b->labels, &lab), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, b->n, b->off, &off), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, b->n, b->lab_len, &ll), out);
-    DS_TRY_GOTO(st, be->alloc(ctx, dt, b->n, &lo), out);
+    DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, b->n, &lo), out);
     if (grad)
         DS_TRY_GOTO(st, be->alloc(ctx, dt, tnc, &g), out);
     size_t ws = ops->ctc_work(b->t, b->n, b->c, maxl);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, b->t, b->n, b->c, b->blank, x, len, lab, off, ll, maxl,
                                   b->scale, lo, g, w), out);
-    DS_TRY_GOTO(st, t_get_real(be, ctx, dt, b->n, lo, loss), out);
+    DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, b->n, lo, loss), out);
     if (grad)
         DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);
 out:
@@ -181,6 +185,7 @@ static int test_brute_force(void)
     ctc_batch b = {T, N, C, 2, x, len, labels, off, lab_len, 1.0};
     T_OK(run_ctc(DS_F64, &b, loss, NULL));
     T_OK(run_ctc(DS_F32, &b, loss32, NULL));
+    double worst = 0, worst32 = 0;
     for (int i = 0; i < N; i++) {
         for (int s = 0; s < len[i]; s++)
             memcpy(one + s * C, x + ((size_t)s * N + i) * C, C * sizeof(double));
@@ -189,7 +194,10 @@ static int test_brute_force(void)
                 i, loss[i], want);
         T_CHECK(fabs(loss32[i] - want) <= 1e-5 * fabs(want), "brute force f32 utt %d: %.8g want %.8g",
                 i, loss32[i], want);
+        worst = fmax(worst, fabs(loss[i] - want) / fabs(want));
+        worst32 = fmax(worst32, fabs(loss32[i] - want) / fabs(want));
     }
+    printf("brute force: loss max rel err float64 %.3g, float32 %.3g\n", worst, worst32);
     return 0;
 }
 
@@ -337,6 +345,48 @@ static int test_bad_labels(void)
     return 0;
 }
 
+/* ---- (c') the batch total: loss_total ---- */
+
+/* loss [n] (FP64) -> out [DS_LOSS_SCALARS] (FP64) in table dt; out starts as NaN. */
+static ds_status run_total(ds_dtype dt, int n, double norm, const double *loss, double *out)
+{
+    void *lo = NULL, *o = NULL;
+    const double poison[DS_LOSS_SCALARS] = {NAN, NAN};
+    ds_status st;
+    DS_TRY_GOTO(st, t_new_real(be, ctx, DS_F64, (size_t)n, loss, &lo), done);
+    DS_TRY_GOTO(st, t_new_real(be, ctx, DS_F64, DS_LOSS_SCALARS, poison, &o), done);
+    DS_TRY_GOTO(st, be->ops(dt)->loss_total(ctx, n, norm, lo, o), done);
+    st = t_get_real(be, ctx, DS_F64, DS_LOSS_SCALARS, o, out);
+done:
+    t_release_all(be, ctx, (void *[]){lo, o}, 2);
+    return st;
+}
+
+/* Finite losses summed in order and divided by the norm (the global batch
+ * size, not the count of finite ones); infinite ones counted, not summed. */
+static int test_loss_total(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    double out[DS_LOSS_SCALARS];
+    const double l1[] = {1.5, INFINITY, 2.25, 0.125, INFINITY};
+    T_OK(run_total(dt, 5, 8, l1, out));
+    T_CHECK(out[DS_LOSS_MEAN] == (1.5 + 2.25 + 0.125) / 8 && out[DS_LOSS_INFINITE] == 2,
+            "%s loss_total: mean %.17g, %g infinite; want %.17g, 2", dn, out[DS_LOSS_MEAN],
+            out[DS_LOSS_INFINITE], (1.5 + 2.25 + 0.125) / 8);
+    /* in order: (1e16 + 1) rounds to 1e16, then -1e16 leaves 0 (1 in another order) */
+    const double l2[] = {1e16, 1, -1e16};
+    T_OK(run_total(dt, 3, 3, l2, out));
+    T_CHECK(out[DS_LOSS_MEAN] == 0 && out[DS_LOSS_INFINITE] == 0,
+            "%s loss_total: mean %.17g (want 0: summed in order), %g infinite", dn,
+            out[DS_LOSS_MEAN], out[DS_LOSS_INFINITE]);
+    const double l3[] = {INFINITY, INFINITY};
+    T_OK(run_total(dt, 2, 4, l3, out));
+    T_CHECK(out[DS_LOSS_MEAN] == 0 && out[DS_LOSS_INFINITE] == 2,
+            "%s loss_total, all infinite: mean %g, %g infinite", dn, out[DS_LOSS_MEAN],
+            out[DS_LOSS_INFINITE]);
+    return 0;
+}
+
 /* ---- (d) decoding, edit distances, alphabet ---- */
 
 static void test_greedy(void)
@@ -451,11 +501,12 @@ static void test_alphabet(void)
     T_CHECK(ds_text_to_labels("", lab, 0) == 0, "empty text");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    be = ds_backend_get("cpu");
-    T_CHECK(be != NULL, "cpu backend");
-    if (!be)
+    be = t_backend(argc > 1 ? argv[1] : NULL);
+    T_CHECK(be->ops(DS_F64) && be->ops(DS_F32), "%s backend lacks float64 or float32 ops",
+            be->name);
+    if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish("test_ctc");
     T_OK(be->ctx_create(0, &ctx));
 
@@ -470,6 +521,8 @@ int main(void)
     test_exact_fit(DS_F32);
     test_zero_frames();
     test_bad_labels();
+    test_loss_total(DS_F64);
+    test_loss_total(DS_F32);
     test_greedy();
     test_edit_counts();
     test_alphabet();

@@ -1,6 +1,9 @@
 /* test_ops_dense.c - linear, Hardtanh, the conv-to-sequence layout and the
- * padding mask: backward against central finite differences in FP64
- * (relative error < 1e-6), forward against direct loops, FP32 against FP64. */
+ * padding mask of a backend: backward against central finite differences in
+ * FP64 (relative error < 1e-6), forward against direct loops, FP32 against
+ * FP64. Every tensor goes through backend memory (from_host / to_host).
+ *
+ * usage: test_ops_dense [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +27,84 @@ static double dot(const double *a, const double *b, size_t n)
     return s;
 }
 
+/* ---- backend buffers ---- */
+
+/* A failed transfer is a failure; a good one is no check of its own. */
+static void must(ds_status st, const char *what)
+{
+    if (st == DS_OK)
+        return;
+    t_failures++;
+    fprintf(stderr, "FAIL %s: %s: %s\n", what, ds_status_name(st), ds_last_error());
+}
+
+/* A new backend buffer of n elements of dt holding h (zeros when h is NULL);
+ * NULL (and a failed check) when that fails. */
+static void *up(ds_dtype dt, const double *h, size_t n)
+{
+    void *d = NULL;
+    ds_status st = h ? t_new_real(be, ctx, dt, n, h, &d) : be->alloc(ctx, dt, n ? n : 1, &d);
+    must(st, "upload");
+    if (st != DS_OK && d) {
+        be->release(ctx, d);
+        d = NULL;
+    }
+    return d;
+}
+
+static void down(ds_dtype dt, const void *d, double *h, size_t n)
+{
+    must(t_get_real(be, ctx, dt, n, d, h), "download");
+}
+
+static void drop(void *d)
+{
+    if (d)
+        be->release(ctx, d);
+}
+
 /* ---- linear: y [m][o] = x [m][k] w^T [k][o] + b [o] ---- */
 
 enum { LM = 5, LK = 4, LO = 3 };
 static double lx[LM * LK], lw[LO * LK], lb[LO], lr[LM * LO];
 
+/* y = linear(x, w, b) in dt, through backend buffers; b may be NULL. */
+static ds_status linear_fwd(ds_dtype dt, const double *x, const double *w, const double *b,
+                            double *y)
+{
+    const ds_ops *op = be->ops(dt);
+    void *X = up(dt, x, LM * LK), *W = up(dt, w, LO * LK), *B = b ? up(dt, b, LO) : NULL;
+    void *Y = up(dt, NULL, LM * LO);
+    ds_status st = op->linear_fwd(ctx, LM, LK, LO, X, W, B, Y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, dt, LM * LO, Y, y);
+    drop(X), drop(W), drop(B), drop(Y);
+    return st;
+}
+
+/* dx (or NULL), dw, db (or NULL) accumulate onto their host contents. */
+static ds_status linear_bwd(const double *dy, double *dx, double *dw, double *db)
+{
+    void *X = up(DS_F64, lx, LM * LK), *W = up(DS_F64, lw, LO * LK), *DY = up(DS_F64, dy, LM * LO);
+    void *DX = dx ? up(DS_F64, dx, LM * LK) : NULL, *DW = up(DS_F64, dw, LO * LK);
+    void *DB = db ? up(DS_F64, db, LO) : NULL;
+    ds_status st = op64->linear_bwd(ctx, LM, LK, LO, X, W, DY, DX, DW, DB);
+    if (st == DS_OK && dx)
+        st = t_get_real(be, ctx, DS_F64, LM * LK, DX, dx);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, LO * LK, DW, dw);
+    if (st == DS_OK && db)
+        st = t_get_real(be, ctx, DS_F64, LO, DB, db);
+    drop(X), drop(W), drop(DY), drop(DX), drop(DW), drop(DB);
+    return st;
+}
+
 static double linear_loss(void *arg)
 {
     (void)arg;
     double y[LM * LO];
-    op64->linear_fwd(ctx, LM, LK, LO, lx, lw, lb, y);
+    if (linear_fwd(DS_F64, lx, lw, lb, y) != DS_OK)
+        return NAN;
     return dot(y, lr, LM * LO);
 }
 
@@ -44,7 +115,7 @@ static void check_linear(ds_rng *rng)
     t_fill_uniform(rng, lb, LO, -1, 1);
     t_fill_uniform(rng, lr, LM * LO, -1, 1);
     double y[LM * LO];
-    OK(op64->linear_fwd(ctx, LM, LK, LO, lx, lw, lb, y));
+    OK(linear_fwd(DS_F64, lx, lw, lb, y));
     double worst = 0;
     for (int i = 0; i < LM; i++)
         for (int j = 0; j < LO; j++) {
@@ -60,32 +131,34 @@ static void check_linear(ds_rng *rng)
     for (size_t i = 0; i < LM * LK; i++) dx[i] = 0.5;
     for (size_t i = 0; i < LO * LK; i++) dw[i] = 0.5;
     for (size_t i = 0; i < LO; i++) db[i] = 0.5;
-    OK(op64->linear_bwd(ctx, LM, LK, LO, lx, lw, lr, dx, dw, db));
+    OK(linear_bwd(lr, dx, dw, db));
     for (size_t i = 0; i < LM * LK; i++) dx[i] -= 0.5;
     for (size_t i = 0; i < LO * LK; i++) dw[i] -= 0.5;
     for (size_t i = 0; i < LO; i++) db[i] -= 0.5;
     t_fd_grad(linear_loss, NULL, lx, LM * LK, 1e-6, fd);
-    T_CHECK(t_rel_err(dx, fd, LM * LK) < 1e-6, "linear dx: %.3g", t_rel_err(dx, fd, LM * LK));
+    double ex = t_rel_err(dx, fd, LM * LK);
+    T_CHECK(ex < 1e-6, "linear dx: %.3g", ex);
     t_fd_grad(linear_loss, NULL, lw, LO * LK, 1e-6, fd);
-    T_CHECK(t_rel_err(dw, fd, LO * LK) < 1e-6, "linear dw: %.3g", t_rel_err(dw, fd, LO * LK));
+    double ew = t_rel_err(dw, fd, LO * LK);
+    T_CHECK(ew < 1e-6, "linear dw: %.3g", ew);
     t_fd_grad(linear_loss, NULL, lb, LO, 1e-6, fd);
-    T_CHECK(t_rel_err(db, fd, LO) < 1e-6, "linear db: %.3g", t_rel_err(db, fd, LO));
+    double eb = t_rel_err(db, fd, LO);
+    T_CHECK(eb < 1e-6, "linear db: %.3g", eb);
 
     /* no bias, no dx */
     double y2[LM * LO], dw2[LO * LK] = {0};
-    OK(op64->linear_fwd(ctx, LM, LK, LO, lx, lw, NULL, y2));
+    OK(linear_fwd(DS_F64, lx, lw, NULL, y2));
     T_CHECK(fabs(y2[0] + lb[0] - y[0]) < 1e-14, "linear without bias");
-    OK(op64->linear_bwd(ctx, LM, LK, LO, lx, lw, lr, NULL, dw2, NULL));
+    OK(linear_bwd(lr, NULL, dw2, NULL));
     T_CHECK(t_max_abs_diff(dw2, dw, LO * LK) < 1e-14, "linear dw without dx/db");
 
-    float x32[LM * LK], w32[LO * LK], b32[LO], y32[LM * LO];
-    for (size_t i = 0; i < LM * LK; i++) x32[i] = (float)lx[i];
-    for (size_t i = 0; i < LO * LK; i++) w32[i] = (float)lw[i];
-    for (size_t i = 0; i < LO; i++) b32[i] = (float)lb[i];
-    OK(op32->linear_fwd(ctx, LM, LK, LO, x32, w32, b32, y32));
-    double y32d[LM * LO];
-    for (size_t i = 0; i < LM * LO; i++) y32d[i] = y32[i];
-    T_CHECK(t_rel_err(y32d, y, LM * LO) < 1e-6, "linear fp32 vs fp64: %.3g", t_rel_err(y32d, y, LM * LO));
+    /* fp32: the inputs rounded to float, against the fp64 result */
+    double y32[LM * LO];
+    OK(linear_fwd(DS_F32, lx, lw, lb, y32));
+    double e32 = t_rel_err(y32, y, LM * LO);
+    T_CHECK(e32 < 1e-6, "linear fp32 vs fp64: %.3g", e32);
+    printf("linear: forward max abs err %.2e; fd rel err dx %.2e dw %.2e db %.2e; "
+           "fp32 rel err %.2e\n", worst, ex, ew, eb, e32);
 }
 
 /* ---- hardtanh ---- */
@@ -93,11 +166,22 @@ static void check_linear(ds_rng *rng)
 enum { HN = 40 };
 static double hx[HN], hr[HN];
 
+static ds_status hardtanh_fwd(const double *x, double *y)
+{
+    void *X = up(DS_F64, x, HN), *Y = up(DS_F64, NULL, HN);
+    ds_status st = op64->hardtanh_fwd(ctx, HN, 0, 20, X, Y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, HN, Y, y);
+    drop(X), drop(Y);
+    return st;
+}
+
 static double hardtanh_loss(void *arg)
 {
     (void)arg;
     double y[HN];
-    op64->hardtanh_fwd(ctx, HN, 0, 20, hx, y);
+    if (hardtanh_fwd(hx, y) != DS_OK)
+        return NAN;
     return dot(y, hr, HN);
 }
 
@@ -110,7 +194,7 @@ static void check_hardtanh(ds_rng *rng)
     }
     t_fill_uniform(rng, hr, HN, -1, 1);
     double y[HN], dx[HN], fd[HN];
-    OK(op64->hardtanh_fwd(ctx, HN, 0, 20, hx, y));
+    OK(hardtanh_fwd(hx, y));
     int clamped_lo = 0, clamped_hi = 0, wrong = 0;
     for (int i = 0; i < HN; i++) {
         double want = hx[i] < 0 ? 0 : (hx[i] > 20 ? 20 : hx[i]);
@@ -121,15 +205,22 @@ static void check_hardtanh(ds_rng *rng)
     T_CHECK(wrong == 0 && clamped_lo > 0 && clamped_hi > 0, "hardtanh forward: %d wrong", wrong);
     for (int i = 0; i < HN; i++)
         dx[i] = 1;
-    OK(op64->hardtanh_bwd(ctx, HN, 0, 20, y, hr, dx));
+    void *Y = up(DS_F64, y, HN), *DY = up(DS_F64, hr, HN), *DX = up(DS_F64, dx, HN);
+    OK(op64->hardtanh_bwd(ctx, HN, 0, 20, Y, DY, DX));
+    down(DS_F64, DX, dx, HN);
+    drop(Y), drop(DY), drop(DX);
     for (int i = 0; i < HN; i++)
         dx[i] -= 1;
     t_fd_grad(hardtanh_loss, NULL, hx, HN, 1e-6, fd);
-    T_CHECK(t_rel_err(dx, fd, HN) < 1e-6, "hardtanh dx: %.3g", t_rel_err(dx, fd, HN));
+    double e = t_rel_err(dx, fd, HN);
+    T_CHECK(e < 1e-6, "hardtanh dx: %.3g", e);
     double inplace[HN];
-    memcpy(inplace, hx, sizeof inplace);
-    OK(op64->hardtanh_fwd(ctx, HN, 0, 20, inplace, inplace));
+    void *IP = up(DS_F64, hx, HN);
+    OK(op64->hardtanh_fwd(ctx, HN, 0, 20, IP, IP));
+    down(DS_F64, IP, inplace, HN);
+    drop(IP);
     T_CHECK(memcmp(inplace, y, sizeof y) == 0, "hardtanh in place differs");
+    printf("hardtanh: fd rel err dx %.2e\n", e);
 }
 
 /* ---- layout: [n][c][t][f] -> [t][n][c*f] ---- */
@@ -137,11 +228,22 @@ static void check_hardtanh(ds_rng *rng)
 enum { YN = 2, YC = 3, YT = 4, YF = 5, YE = YN * YC * YT * YF };
 static double yx[YE], yr[YE];
 
+static ds_status layout_fwd(const double *x, double *y)
+{
+    void *X = up(DS_F64, x, YE), *Y = up(DS_F64, NULL, YE);
+    ds_status st = op64->conv_to_seq(ctx, YN, YC, YT, YF, X, Y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, YE, Y, y);
+    drop(X), drop(Y);
+    return st;
+}
+
 static double layout_loss(void *arg)
 {
     (void)arg;
     double y[YE];
-    op64->conv_to_seq(ctx, YN, YC, YT, YF, yx, y);
+    if (layout_fwd(yx, y) != DS_OK)
+        return NAN;
     return dot(y, yr, YE);
 }
 
@@ -150,7 +252,7 @@ static void check_layout(ds_rng *rng)
     t_fill_uniform(rng, yx, YE, -1, 1);
     t_fill_uniform(rng, yr, YE, -1, 1);
     double y[YE], dx[YE], fd[YE];
-    OK(op64->conv_to_seq(ctx, YN, YC, YT, YF, yx, y));
+    OK(layout_fwd(yx, y));
     int wrong = 0;
     for (int i = 0; i < YN; i++)
         for (int c = 0; c < YC; c++)
@@ -160,14 +262,28 @@ static void check_layout(ds_rng *rng)
     T_CHECK(wrong == 0, "conv_to_seq: %d elements misplaced", wrong);
     for (int i = 0; i < YE; i++)
         dx[i] = 2;
-    OK(op64->conv_to_seq_bwd(ctx, YN, YC, YT, YF, yr, dx));
+    void *DY = up(DS_F64, yr, YE), *DX = up(DS_F64, dx, YE);
+    OK(op64->conv_to_seq_bwd(ctx, YN, YC, YT, YF, DY, DX));
+    down(DS_F64, DX, dx, YE);
+    drop(DY), drop(DX);
     for (int i = 0; i < YE; i++)
         dx[i] -= 2;
     t_fd_grad(layout_loss, NULL, yx, YE, 1e-6, fd);
-    T_CHECK(t_rel_err(dx, fd, YE) < 1e-6, "conv_to_seq_bwd: %.3g", t_rel_err(dx, fd, YE));
+    double e = t_rel_err(dx, fd, YE);
+    T_CHECK(e < 1e-6, "conv_to_seq_bwd: %.3g", e);
+    printf("conv_to_seq: fd rel err dx %.2e\n", e);
 }
 
 /* ---- mask: padding positions of both view kinds become 0, nothing else ---- */
+
+static void mask(const ds_view *v, const int *len, double *x, size_t n)
+{
+    void *X = up(DS_F64, x, n), *L = NULL;
+    must(t_new_int(be, ctx, (size_t)v->n, len, &L), "lengths");
+    OK(op64->mask(ctx, v, L, X));
+    down(DS_F64, X, x, n);
+    drop(X), drop(L);
+}
 
 static void check_mask(ds_rng *rng)
 {
@@ -175,7 +291,7 @@ static void check_mask(ds_rng *rng)
     double x[3 * 2 * 5 * 4];
     const ds_view conv = {n, c, t * f, (long)c * t * f, (long)t * f, 1, f};
     t_fill_uniform(rng, x, sizeof x / sizeof x[0], 1, 2);   /* never 0 */
-    OK(op64->mask(ctx, &conv, len, x));
+    mask(&conv, len, x, sizeof x / sizeof x[0]);
     int wrong = 0;
     for (int i = 0; i < n; i++)
         for (int ch = 0; ch < c; ch++)
@@ -185,7 +301,7 @@ static void check_mask(ds_rng *rng)
     T_CHECK(wrong == 0, "mask on a conv view: %d wrong", wrong);
     const ds_view seq = {n, c, t, c, 1, (long)n * c, 1};
     t_fill_uniform(rng, x, (size_t)t * n * c, 1, 2);
-    OK(op64->mask(ctx, &seq, len, x));
+    mask(&seq, len, x, (size_t)t * n * c);
     wrong = 0;
     for (int s = 0; s < t; s++)
         for (int i = 0; i < n; i++)
@@ -194,12 +310,15 @@ static void check_mask(ds_rng *rng)
     T_CHECK(wrong == 0, "mask on a sequence view: %d wrong", wrong);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    be = ds_backend_get("cpu");
-    T_OK(be->ctx_create(0, &ctx));
+    be = t_backend(argc > 1 ? argv[1] : NULL);
     op64 = be->ops(DS_F64);
     op32 = be->ops(DS_F32);
+    T_CHECK(op64 && op32, "%s backend lacks float64 or float32 ops", be->name);
+    if (!op64 || !op32)
+        return t_finish(__FILE__);
+    T_OK(be->ctx_create(0, &ctx));
     ds_rng rng;
     ds_rng_seed(&rng, 42);
     check_linear(&rng);

@@ -1,8 +1,12 @@
-/* test_optim.c - the host side of the optimizer: learning-rate schedules,
- * global-norm clipping, name parsing, and one or two update steps worked out
- * by hand (the long trajectories are checked against torch.optim by
- * optim_torch_check). */
+/* test_optim.c - the optimizer: learning-rate schedules, global-norm
+ * clipping and the skip of a non-finite step (decided on the backend, inside
+ * ds_optim_update, without touching the gradients), name parsing, and one or
+ * two update steps worked out by hand (the long trajectories are checked
+ * against torch.optim by optim_torch_check).
+ *
+ * usage: test_optim [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -111,27 +115,19 @@ static void test_lr_warmup(void)
     check_lr(&c, 10, 0, 0.18, "warm-up poly");
 }
 
-/* ---- clipping ---- */
+/* ---- clipping ----
+ * Clipping happens inside the update now (ds_optim_update), and the
+ * gradient buffer is left as it was. A plain SGD step (no momentum, no
+ * weight decay, lr 1) from p = 0 leaves p = -(the gradient it applied), so
+ * the update shows the clip factor at work; ds_optim_read gives the norm,
+ * the factor, the skip flag and the step count. */
 
-/* Runs ds_optim_clip once on grads g [n] with the given max norm; the
- * clipped gradient comes back in out [n]. */
-static ds_status clip_once(ds_dtype dt, const double *g, size_t n, double max, double *norm,
-                           double *out)
-{
-    ds_optim_cfg c = ds_optim_defaults();
-    c.max_grad_norm = max;
-    ds_optim *o = NULL;
-    void *buf = NULL;
-    ds_status st;
-    DS_TRY_GOTO(st, t_new_real(be, ctx, dt, n, g, &buf), done);
-    DS_TRY_GOTO(st, ds_optim_create(&c, be, ctx, dt, n, &o), done);
-    DS_TRY_GOTO(st, ds_optim_clip(o, buf, norm), done);
-    st = t_get_real(be, ctx, dt, n, buf, out);
-done:
-    ds_optim_destroy(o);
-    t_release_all(be, ctx, &buf, 1);
-    return st;
-}
+typedef struct {
+    ds_optim_status s;
+    double *applied;   /* [n]: -p after the step, the gradient as applied */
+    int grads_kept;    /* the gradient buffer holds what was uploaded, bit for bit */
+    int p_kept;        /* p is still 0 everywhere, bit for bit */
+} clip_result;
 
 /* Same values, NaN matching NaN. */
 static int same_values(const double *a, const double *b, size_t n)
@@ -140,6 +136,40 @@ static int same_values(const double *a, const double *b, size_t n)
         if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i]))))
             return 0;
     return 1;
+}
+
+/* One update of p = 0 with grads g [n] and the given max norm; *r gets the
+ * status and what was applied (r->applied [n] allocated by the caller). */
+static ds_status clip_once(ds_dtype dt, const double *g, size_t n, double max, clip_result *r)
+{
+    ds_optim_cfg c = ds_optim_defaults();
+    c.momentum = 0;
+    c.nesterov = 0;
+    c.weight_decay = 0;
+    c.max_grad_norm = max;
+    ds_optim *o = NULL;
+    void *gb = NULL, *pb = NULL;
+    double *back = malloc(n * sizeof *back);
+    ds_status st;
+    DS_TRY_GOTO(st, back ? DS_OK : DS_FAIL(DS_ERR_MEM, "host copy"), done);
+    DS_TRY_GOTO(st, t_new_real(be, ctx, dt, n, g, &gb), done);
+    DS_TRY_GOTO(st, be->alloc(ctx, dt, n, &pb), done);
+    DS_TRY_GOTO(st, ds_optim_create(&c, be, ctx, dt, n, &o), done);
+    DS_TRY_GOTO(st, ds_optim_update(o, pb, gb, 1.0), done);
+    DS_TRY_GOTO(st, ds_optim_read(o, &r->s), done);
+    DS_TRY_GOTO(st, t_get_real(be, ctx, dt, n, gb, back), done);
+    r->grads_kept = same_values(back, g, n);
+    DS_TRY_GOTO(st, t_get_real(be, ctx, dt, n, pb, r->applied), done);
+    r->p_kept = 1;
+    for (size_t i = 0; i < n; i++) {
+        r->p_kept &= r->applied[i] == 0 && !signbit(r->applied[i]);
+        r->applied[i] = -r->applied[i];
+    }
+done:
+    ds_optim_destroy(o);
+    t_release_all(be, ctx, (void *[]){gb, pb}, 2);
+    free(back);
+    return st;
 }
 
 enum { CLIP_N = 1001 };
@@ -167,24 +197,37 @@ static int test_clip_scales(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
     const double tol = dt == DS_F64 ? 1e-14 : 1e-7;
-    double g[CLIP_N], out[CLIP_N], want[CLIP_N], norm;
+    double g[CLIP_N], out[CLIP_N], want[CLIP_N];
+    clip_result r = {.applied = out};
     clip_grads(dt, g);
     double ref = host_norm(g, CLIP_N);
 
-    T_OK(clip_once(dt, g, CLIP_N, 4 * ref, &norm, out));
-    T_CHECK(close_to(norm, ref, tol), "%s: norm %.17g, direct sum %.17g", dn, norm, ref);
-    T_CHECK(same_values(out, g, CLIP_N), "%s: grads changed below max norm", dn);
+    T_OK(clip_once(dt, g, CLIP_N, 4 * ref, &r));
+    T_CHECK(close_to(r.s.grad_norm, ref, tol), "%s: norm %.17g, direct sum %.17g", dn,
+            r.s.grad_norm, ref);
+    T_CHECK(r.s.clip == 1 && !r.s.skipped && r.s.steps == 1,
+            "%s: below max norm: clip %.17g, skipped %d, steps %ld", dn, r.s.clip, r.s.skipped,
+            r.s.steps);
+    T_CHECK(same_values(out, g, CLIP_N), "%s: gradient scaled below max norm", dn);
+    T_CHECK(r.grads_kept, "%s: the gradient buffer changed", dn);
 
-    const double max = ref / 4;
-    T_OK(clip_once(dt, g, CLIP_N, max, &norm, out));
-    T_CHECK(close_to(norm, ref, tol), "%s: norm before clipping %.17g, want %.17g", dn, norm,
-            ref);
+    const double max = ref / 4, factor = max / (ref + 1e-6);   /* torch's factor */
+    T_OK(clip_once(dt, g, CLIP_N, max, &r));
+    T_CHECK(close_to(r.s.grad_norm, ref, tol), "%s: norm before clipping %.17g, want %.17g", dn,
+            r.s.grad_norm, ref);
+    T_CHECK(close_to(r.s.clip, factor, tol), "%s: clip factor %.17g, want %.17g", dn, r.s.clip,
+            factor);
+    T_CHECK(!r.s.skipped && r.s.steps == 1, "%s: clipped step skipped %d, steps %ld", dn,
+            r.s.skipped, r.s.steps);
+    T_CHECK(r.grads_kept, "%s: clipping changed the gradient buffer", dn);
     double after = host_norm(out, CLIP_N);
     T_CHECK(close_to(after, max, 1e-6), "%s: clipped norm %.17g, want ~%.17g", dn, after, max);
     for (int i = 0; i < CLIP_N; i++)
-        want[i] = g[i] * max / (ref + 1e-6);   /* torch's factor */
+        want[i] = g[i] * factor;
     double e = t_rel_err(out, want, CLIP_N);
-    T_CHECK(e <= (dt == DS_F64 ? 1e-14 : 1e-6), "%s: clipped grads rel err %.3g", dn, e);
+    T_CHECK(e <= (dt == DS_F64 ? 1e-14 : 1e-6), "%s: clipped update rel err %.3g", dn, e);
+    printf("%s clip: norm rel err %.2e, factor rel err %.2e, clipped update rel err %.2e\n", dn,
+           fabs(r.s.grad_norm - ref) / ref, fabs(r.s.clip - factor) / factor, e);
     return 0;
 }
 
@@ -192,31 +235,42 @@ static int test_clip_scales(ds_dtype dt)
 static int test_clip_off(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
-    double g[CLIP_N], out[CLIP_N], norm;
+    double g[CLIP_N], out[CLIP_N];
+    clip_result r = {.applied = out};
     clip_grads(dt, g);
     double ref = host_norm(g, CLIP_N);
     const double maxes[2] = {0, -1};
     for (int k = 0; k < 2; k++) {
-        T_OK(clip_once(dt, g, CLIP_N, maxes[k], &norm, out));
-        T_CHECK(close_to(norm, ref, dt == DS_F64 ? 1e-14 : 1e-7),
-                "%s max %g: norm %.17g, want %.17g", dn, maxes[k], norm, ref);
-        T_CHECK(same_values(out, g, CLIP_N), "%s max %g: grads changed", dn, maxes[k]);
+        T_OK(clip_once(dt, g, CLIP_N, maxes[k], &r));
+        T_CHECK(close_to(r.s.grad_norm, ref, dt == DS_F64 ? 1e-14 : 1e-7),
+                "%s max %g: norm %.17g, want %.17g", dn, maxes[k], r.s.grad_norm, ref);
+        T_CHECK(r.s.clip == 1 && !r.s.skipped && r.s.steps == 1,
+                "%s max %g: clip %.17g, skipped %d, steps %ld", dn, maxes[k], r.s.clip,
+                r.s.skipped, r.s.steps);
+        T_CHECK(same_values(out, g, CLIP_N), "%s max %g: gradient scaled", dn, maxes[k]);
+        T_CHECK(r.grads_kept, "%s max %g: the gradient buffer changed", dn, maxes[k]);
     }
     return 0;
 }
 
-/* A NaN or Inf gradient: the norm says so and nothing is scaled. */
+/* A NaN or Inf gradient: the norm says so, the step is skipped, nothing is
+ * updated or scaled and no step is counted. */
 static int test_clip_nonfinite(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
     const double bad[3] = {NAN, INFINITY, -INFINITY};
-    double g[CLIP_N], out[CLIP_N], norm;
+    double g[CLIP_N], out[CLIP_N];
+    clip_result r = {.applied = out};
     for (int k = 0; k < 3; k++) {
         clip_grads(dt, g);
         g[500] = bad[k];
-        T_OK(clip_once(dt, g, CLIP_N, 1.0, &norm, out));
-        T_CHECK(!isfinite(norm), "%s grad %g: norm %g, want non-finite", dn, bad[k], norm);
-        T_CHECK(same_values(out, g, CLIP_N), "%s grad %g: grads were scaled", dn, bad[k]);
+        T_OK(clip_once(dt, g, CLIP_N, 1.0, &r));
+        T_CHECK(!isfinite(r.s.grad_norm), "%s grad %g: norm %g, want non-finite", dn, bad[k],
+                r.s.grad_norm);
+        T_CHECK(r.s.skipped && r.s.steps == 0, "%s grad %g: skipped %d, steps %ld", dn, bad[k],
+                r.s.skipped, r.s.steps);
+        T_CHECK(r.p_kept, "%s grad %g: parameters were updated", dn, bad[k]);
+        T_CHECK(r.grads_kept, "%s grad %g: the gradient buffer changed", dn, bad[k]);
     }
     return 0;
 }
@@ -250,7 +304,7 @@ static int test_sgd_by_hand(ds_dtype dt)
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
     for (int s = 0; s < 2; s++) {
         T_OK(t_put_real(be, ctx, dt, 1, &g[s], gb));
-        T_OK(ds_optim_step(o, pb, gb, 0.5));
+        T_OK(ds_optim_update(o, pb, gb, 0.5));
         T_OK(read_one(dt, pb, &p));
         T_OK(read_one(dt, ds_optim_slot(o, 0), &v));
         T_CHECK(close_to(p, p_want[s], tol), "%s sgd step %d: p %.17g, want %g", dn, s, p,
@@ -258,7 +312,11 @@ static int test_sgd_by_hand(ds_dtype dt)
         T_CHECK(close_to(v, v_want[s], tol), "%s sgd step %d: v %.17g, want %g", dn, s, v,
                 v_want[s]);
     }
-    T_CHECK(ds_optim_steps_taken(o) == 2, "%s sgd: %ld steps taken", dn, ds_optim_steps_taken(o));
+    ds_optim_status os;
+    T_OK(ds_optim_read(o, &os));
+    T_CHECK(os.steps == 2 && !os.skipped && os.clip == 1 && close_to(os.grad_norm, 1, tol),
+            "%s sgd: %ld steps taken, skipped %d, clip %g, last norm %.17g", dn, os.steps,
+            os.skipped, os.clip, os.grad_norm);
     ds_optim_destroy(o);
     t_release_all(be, ctx, (void *[]){pb, gb}, 2);
     return 0;
@@ -282,7 +340,7 @@ static int test_adamw_by_hand(ds_dtype dt)
     T_OK(t_new_real(be, ctx, dt, 1, &p, &pb));
     T_OK(t_new_real(be, ctx, dt, 1, &g, &gb));
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
-    T_OK(ds_optim_step(o, pb, gb, 0.1));
+    T_OK(ds_optim_update(o, pb, gb, 0.1));
     T_OK(read_one(dt, pb, &p));
     T_OK(read_one(dt, ds_optim_slot(o, 0), &m));
     T_OK(read_one(dt, ds_optim_slot(o, 1), &v));
@@ -290,6 +348,105 @@ static int test_adamw_by_hand(ds_dtype dt)
     T_CHECK(close_to(p, p_want, tol), "%s adamw: p %.17g, want %.17g", dn, p, p_want);
     T_CHECK(close_to(m, -0.3, tol), "%s adamw: m %.17g, want -0.3", dn, m);
     T_CHECK(close_to(v, 0.009, tol), "%s adamw: v %.17g, want 0.009", dn, v);
+    ds_optim_destroy(o);
+    t_release_all(be, ctx, (void *[]){pb, gb}, 2);
+    return 0;
+}
+
+/* A skipped update (NaN gradient) changes neither the parameters nor the
+ * optimizer state nor the step count: the AdamW step after it is the first
+ * one (bias correction of step 1), as worked out by hand above, and an SGD
+ * momentum buffer is left alone. */
+static int test_skip_then_step(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    const double tol = dt == DS_F64 ? 1e-15 : 1e-6;
+    ds_optim_cfg c = ds_optim_defaults();
+    c.kind = DS_OPT_ADAMW;
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-8;
+    c.weight_decay = 0.5;
+    double p = 2, g = -3, nan = NAN, m, v;
+    void *pb, *gb;
+    ds_optim *o;
+    ds_optim_status os;
+    T_OK(t_new_real(be, ctx, dt, 1, &p, &pb));
+    T_OK(t_new_real(be, ctx, dt, 1, &nan, &gb));
+    T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
+    T_OK(ds_optim_update(o, pb, gb, 0.1));
+    T_OK(ds_optim_read(o, &os));
+    T_OK(read_one(dt, pb, &p));
+    T_OK(read_one(dt, ds_optim_slot(o, 0), &m));
+    T_OK(read_one(dt, ds_optim_slot(o, 1), &v));
+    T_CHECK(os.skipped && os.steps == 0 && isnan(os.grad_norm),
+            "%s adamw NaN: skipped %d, steps %ld, norm %g", dn, os.skipped, os.steps, os.grad_norm);
+    T_CHECK(p == 2 && m == 0 && v == 0, "%s adamw NaN: p %g m %g v %g changed", dn, p, m, v);
+    T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
+    T_OK(ds_optim_update(o, pb, gb, 0.1));
+    T_OK(ds_optim_read(o, &os));
+    T_OK(read_one(dt, pb, &p));
+    double p_want = 1.9 + 0.1 * 3 / (3 + 1e-8);
+    T_CHECK(!os.skipped && os.steps == 1 && os.clip == 1 && close_to(os.grad_norm, 3, tol),
+            "%s adamw after a skip: skipped %d, steps %ld, clip %g, norm %.17g", dn, os.skipped,
+            os.steps, os.clip, os.grad_norm);
+    T_CHECK(close_to(p, p_want, tol), "%s adamw after a skip: p %.17g, want %.17g", dn, p, p_want);
+    ds_optim_destroy(o);
+
+    /* SGD with momentum: v keeps its value through a skipped step */
+    c = ds_optim_defaults();
+    c.momentum = 0.9;
+    c.nesterov = 0;
+    c.weight_decay = 0;
+    p = 1, g = 2;
+    T_OK(t_put_real(be, ctx, dt, 1, &p, pb));
+    T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
+    T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
+    T_OK(ds_optim_update(o, pb, gb, 0.5));     /* v = 2, p = 0 */
+    double inf = INFINITY;
+    T_OK(t_put_real(be, ctx, dt, 1, &inf, gb));
+    T_OK(ds_optim_update(o, pb, gb, 0.5));     /* skipped */
+    T_OK(ds_optim_read(o, &os));
+    T_OK(read_one(dt, pb, &p));
+    T_OK(read_one(dt, ds_optim_slot(o, 0), &v));
+    T_CHECK(os.skipped && os.steps == 1 && p == 0 && v == 2,
+            "%s sgd Inf after a step: skipped %d, steps %ld, p %g (want 0), v %g (want 2)", dn,
+            os.skipped, os.steps, p, v);
+    ds_optim_destroy(o);
+    t_release_all(be, ctx, (void *[]){pb, gb}, 2);
+    return 0;
+}
+
+/* An update neither allocates nor waits for the backend: the host reads the
+ * status only when it asks (ds_optim_read, one blocking read). */
+static int test_update_does_not_wait(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    ds_optim_cfg c = ds_optim_defaults();
+    c.kind = DS_OPT_ADAMW;
+    c.max_grad_norm = 0.5;
+    double g[CLIP_N];
+    clip_grads(dt, g);
+    void *pb, *gb;
+    ds_optim *o;
+    ds_optim_status os;
+    ds_backend_counters before, after, read;
+    T_OK(be->alloc(ctx, dt, CLIP_N, &pb));
+    T_OK(t_new_real(be, ctx, dt, CLIP_N, g, &gb));
+    T_OK(ds_optim_create(&c, be, ctx, dt, CLIP_N, &o));
+    be->counters(ctx, &before);
+    for (int s = 0; s < 3; s++)
+        T_OK(ds_optim_update(o, pb, gb, 1e-3));
+    be->counters(ctx, &after);
+    T_OK(ds_optim_read(o, &os));
+    be->counters(ctx, &read);
+    T_CHECK(after.to_host == before.to_host && after.allocs == before.allocs,
+            "%s: 3 updates made %ld blocking reads and %ld allocations", dn,
+            after.to_host - before.to_host, after.allocs - before.allocs);
+    T_CHECK(read.to_host == after.to_host + 1, "%s: ds_optim_read made %ld blocking reads", dn,
+            read.to_host - after.to_host);
+    T_CHECK(os.steps == 3 && os.clip < 1 && !os.skipped, "%s: steps %ld, clip %g, skipped %d", dn,
+            os.steps, os.clip, os.skipped);
     ds_optim_destroy(o);
     t_release_all(be, ctx, (void *[]){pb, gb}, 2);
     return 0;
@@ -351,11 +508,12 @@ static void test_defaults(void)
             "defaults differ from deepspeech.pytorch's");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    be = ds_backend_get("cpu");
-    T_CHECK(be != NULL, "cpu backend");
-    if (!be)
+    be = t_backend(argc > 1 ? argv[1] : NULL);
+    T_CHECK(be->ops(DS_F64) && be->ops(DS_F32), "%s backend lacks float64 or float32 ops",
+            be->name);
+    if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish("test_optim");
     T_OK(be->ctx_create(0, &ctx));
 
@@ -370,6 +528,8 @@ int main(void)
         test_clip_nonfinite(dts[i]);
         test_sgd_by_hand(dts[i]);
         test_adamw_by_hand(dts[i]);
+        test_skip_then_step(dts[i]);
+        test_update_does_not_wait(dts[i]);
     }
     test_sgd_no_slots();
     test_parse();

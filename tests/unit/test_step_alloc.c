@@ -8,7 +8,9 @@
  * of `ds_train` (printing the batch CER, logging every step) differ only in
  * their number of steps: if anything were allocated per step, the longer run
  * would count more. Then single steps are launched by hand and each must
- * leave both counters and the blocking-read counter unchanged. */
+ * leave both counters and the blocking-read counter unchanged.
+ *
+ * usage: test_step_alloc [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +74,7 @@ static counts now(void)
 /* A whole run of steps steps; returns what it allocated. */
 static counts run(long steps, ds_status *st)
 {
-    ds_train_opts o = {.device = "cpu", .precision = DS_F32, .batch = 4, .steps = steps, .seed = 3,
+    ds_train_opts o = {.device = be->name, .precision = DS_F32, .batch = 4, .steps = steps, .seed = 3,
                        .optim = ds_optim_defaults(), .log_path = "/dev/null", .print_every = 2,
                        .synthetic_utts = 1024, .max_frames = 120, .bucket_mb = 25};
     *st = ds_config_preset("tiny", &o.model);
@@ -84,9 +86,9 @@ static counts run(long steps, ds_status *st)
     return (counts){after.heap - before.heap, after.backend - before.backend};
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    be = ds_backend_get("cpu");
+    be = t_backend(argc > 1 ? argv[1] : NULL);
     ds_status st;
     counts warm = run(2, &st);   /* first-use costs of the libraries, once */
     T_OK(st);

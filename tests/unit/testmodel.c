@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testutil.h"
+
 /* Moves BatchNorm parameters and running statistics off their identity
  * initialisation so the check exercises them. */
 ds_status t_perturb_bn(ds_model *m, ds_rng *rng)
@@ -35,3 +37,69 @@ ds_status t_perturb_bn(ds_model *m, ds_rng *rng)
     return st;
 }
 
+
+/* Orders tensor indices by place. */
+static const ds_tensor *const *sort_tab;
+static int by_place(const void *a, const void *b)
+{
+    size_t pa = sort_tab[*(const int *)a]->place, pb = sort_tab[*(const int *)b]->place;
+    return pa < pb ? -1 : pa > pb;
+}
+
+ds_status t_check_placement(const ds_model *m, t_placement *out)
+{
+    const int n = ds_model_n_params(m);
+    const size_t span = ds_model_param_span(m), esize = ds_dtype_size(ds_model_dtype(m));
+    const ds_tensor **tab = malloc((size_t)(n ? n : 1) * sizeof *tab);
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!tab || !order) {
+        free(tab);
+        free(order);
+        return DS_FAIL(DS_ERR_MEM, "placement check");
+    }
+    memset(out, 0, sizeof *out);
+    size_t packed = 0;
+    for (int i = 0; i < n; i++) {
+        tab[i] = ds_model_param(m, i);
+        order[i] = i;
+        const int rnn_w = strncmp(tab[i]->name, "rnn.", 4) == 0 && !strstr(tab[i]->name, ".bn.");
+        const int misaligned = tab[i]->place * esize % DS_ALIGN_BYTES != 0;
+        out->misaligned += !rnn_w && misaligned;
+        out->misaligned_rnn += rnn_w && misaligned;
+        out->outside += tab[i]->place + tab[i]->count > span;
+        out->bad_offset += tab[i]->offset != packed;
+        packed += tab[i]->count;
+        out->count_sum += tab[i]->count;
+    }
+    sort_tab = tab;
+    qsort(order, (size_t)n, sizeof *order, by_place);
+    for (int k = 1; k < n; k++)
+        out->overlapping += tab[order[k - 1]]->place + tab[order[k - 1]]->count > tab[order[k]]->place;
+    free(tab);
+    free(order);
+    return DS_OK;
+}
+
+ds_status t_flat_gap_nonzero(const ds_backend *be, ds_model *m, int which, size_t *nonzero)
+{
+    const size_t span = ds_model_param_span(m);
+    unsigned char *in_tensor = calloc(span ? span : 1, 1);
+    double *raw = malloc((span ? span : 1) * sizeof *raw);
+    ds_status st = in_tensor && raw ? DS_OK : DS_FAIL(DS_ERR_MEM, "flat buffer copy");
+    *nonzero = 0;
+    if (st == DS_OK && which != DS_PARAMS && which != DS_GRADS)
+        st = DS_FAIL(DS_ERR_ARG, "flat buffer %d: DS_PARAMS or DS_GRADS", which);
+    if (st == DS_OK)
+        st = t_get_real(be, ds_model_ctx(m), ds_model_dtype(m), span,
+                        which == DS_PARAMS ? ds_model_params(m) : ds_model_grads(m), raw);
+    for (int i = 0; st == DS_OK && i < ds_model_n_params(m); i++) {
+        const ds_tensor *t = ds_model_param(m, i);
+        for (size_t k = 0; k < t->count && t->place + k < span; k++)
+            in_tensor[t->place + k] = 1;
+    }
+    for (size_t e = 0; st == DS_OK && e < span; e++)
+        *nonzero += !in_tensor[e] && raw[e] != 0;
+    free(in_tensor);
+    free(raw);
+    return st;
+}

@@ -14,6 +14,25 @@ int t_finish(const char *name)
     return t_failures ? 1 : 0;
 }
 
+const ds_backend *t_backend(const char *name)
+{
+    const char *env = getenv("DSTRAIN_TEST_BACKEND");
+    if (!name || !*name)
+        name = env && *env ? env : "cpu";
+    const ds_backend *be = ds_backend_get(name);
+    if (!be) {
+        printf("skipped: backend %s not built\n", name);
+        fflush(stdout);
+        exit(T_SKIP_CODE);
+    }
+    if (be->device_count() < 1) {
+        printf("skipped: backend %s has no device here\n", name);
+        fflush(stdout);
+        exit(T_SKIP_CODE);
+    }
+    return be;
+}
+
 double t_rel_err(const double *a, const double *b, size_t n)
 {
     double d = 0, na = 0, nb = 0;

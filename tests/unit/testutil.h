@@ -39,6 +39,15 @@ extern int t_failures, t_passes;
 /* Prints "N passed, N failed" and returns the exit code. */
 int t_finish(const char *name);
 
+/* Exit code of a test that did not run (ctest's SKIP_RETURN_CODE). */
+#define T_SKIP_CODE 77
+
+/* The backend a test runs on: the name given (a command-line argument, or
+ * NULL), else $DSTRAIN_TEST_BACKEND when set and non-empty, else "cpu".
+ * A backend that is not built in prints "skipped: backend X not built" and
+ * exits with T_SKIP_CODE; so does one without a device here. */
+const ds_backend *t_backend(const char *name);
+
 /* ||a - b||_2 / max(||a||_2, ||b||_2), 0 when both are zero. */
 double t_rel_err(const double *a, const double *b, size_t n);
 double t_max_abs_diff(const double *a, const double *b, size_t n);
