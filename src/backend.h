@@ -106,7 +106,7 @@ typedef struct {
 enum {
     DS_OPT_SUMSQ,     /* sum of squared gradients: written by sumsq */
     DS_OPT_NORM,      /* its square root, the global gradient norm */
-    DS_OPT_CLIP,      /* the factor the gradients were scaled by (1: not clipped) */
+    DS_OPT_CLIP,      /* the factor the gradients were scaled by (1: not clipped; 0: skipped) */
     DS_OPT_SKIPPED,   /* 1 when the norm was not finite and nothing was updated */
     DS_OPT_STEPS,     /* updates applied so far (AdamW's bias correction counts them) */
     DS_OPT_SCALARS
@@ -240,7 +240,8 @@ typedef struct ds_ops {
     /* scal[DS_OPT_SUMSQ] (scalar) = sum of x^2 (assigns), accumulated in double. */
     ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *scal);
     /* One update, deciding from scal[DS_OPT_SUMSQ] in backend memory: norm =
-     * sqrt(sumsq); not finite -> nothing changes and scal[DS_OPT_SKIPPED] = 1;
+     * sqrt(sumsq); not finite -> nothing changes, scal[DS_OPT_SKIPPED] = 1 and
+     * scal[DS_OPT_CLIP] = 0;
      * else the gradient is scaled by clip = max_norm / (norm + 1e-6) when
      * max_norm > 0 and norm > max_norm (as torch's clip_grad_norm_), the update
      * applied and scal[DS_OPT_STEPS] incremented. g [n] (compute) is read, not

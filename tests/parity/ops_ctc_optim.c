@@ -1,0 +1,309 @@
+/* ops_ctc_optim.c - parity cases of the loss (ctc_loss, loss_total) and the
+ * optimizer (sumsq, sgd_step, adamw_step). Losses and optimizer scalars are
+ * doubles for every dtype (scalar role); parameters and moments are master
+ * role, gradients compute. */
+#include <math.h>
+#include <stdio.h>
+
+#include "parity.h"
+
+/* ---- CTC ---- */
+
+typedef struct {
+    int t, n, c, blank, max_label_len;
+    double grad_scale;
+} ctc_arg;
+
+/* buf: logits [t][n][c], len [n], labels [sum label_len], label_off [n],
+ * label_len [n], loss [n] (scalar), dlogits [t][n][c] (or NULL). */
+static ds_status call_ctc(const p_side *s, void *const *buf, const void *arg)
+{
+    const ctc_arg *a = arg;
+    void *work;
+    DS_TRY(p_scratch(s, s->ops->ctc_work(a->t, a->n, a->c, a->max_label_len), &work));
+    ds_status st = s->ops->ctc_loss(s->ctx, a->t, a->n, a->c, a->blank, buf[0], buf[1], buf[2],
+                                    buf[3], buf[4], a->max_label_len, a->grad_scale, buf[5],
+                                    buf[6], work);
+    p_release(s, work);
+    return st;
+}
+
+static void ctc_all(void)
+{
+    /* 6 utterances of at most t=8 frames, 6 classes, blank 0:
+     *   0: 8 frames, 1 2 2 3      (needs 5)
+     *   1: 5 frames, 4 4 4        (needs exactly 5)
+     *   2: 1 frame,  5
+     *   3: 7 frames, no labels
+     *   4: 3 frames, 2 2 2        (needs 5: impossible, loss +inf, no gradient)
+     *   5: 2 frames, 3 1 4        (more labels than frames: impossible) */
+    static const int len[] = {8, 5, 1, 7, 3, 2};
+    static const int labels[] = {1, 2, 2, 3, 4, 4, 4, 5, 2, 2, 2, 3, 1, 4};
+    static const int label_off[] = {0, 4, 7, 8, 8, 11};
+    static const int label_len[] = {4, 3, 1, 0, 3, 3};
+    /* max_label_len above the longest (4): the limit the work was sized for */
+    static const ctc_arg a = {8, 6, 6, 0, 5, 0.37};
+    const size_t nl = (size_t)a.t * a.n * a.c;
+    double *logits = p_rand(P_COMPUTE, nl, -4, 4);
+
+    for (int with_grad = 1; with_grad >= 0; with_grad--) {
+        p_case c = {"ctc_loss", with_grad ? "t8 n6 c6 +dlogits, 2 impossible"
+                                          : "t8 n6 c6 loss only, 2 impossible",
+                    .call = call_ctc, .arg = &a};
+        p_add(&c, "logits", P_COMPUTE, P_IN, nl, logits);
+        p_add_ints(&c, "len", a.n, len);
+        p_add_ints(&c, "labels", sizeof labels / sizeof labels[0], labels);
+        p_add_ints(&c, "label_off", a.n, label_off);
+        p_add_ints(&c, "label_len", a.n, label_len);
+        p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
+        p_add(&c, "dlogits", P_COMPUTE, with_grad ? P_OUT : P_NULL, nl, NULL);
+        p_run(&c);
+    }
+    p_scratch_reset();
+}
+
+/* Model-sized: 29 classes, up to 150 frames and 60 labels with repeats. */
+static void ctc_big(void)
+{
+    static const int len[] = {150, 97, 1, 128};
+    static const int label_len[] = {41, 25, 1, 60};
+    static const ctc_arg a = {150, 4, 29, 0, 64, 1.0 / 4};
+    int *labels = p_ivec(41 + 25 + 1 + 60), *label_off = p_ivec(a.n);
+    for (int i = 0, at = 0; i < a.n; at += label_len[i++]) {
+        label_off[i] = at;
+        for (int k = 0; k < label_len[i]; k++)   /* every 10th a repeat */
+            labels[at + k] = k % 10 == 9 ? labels[at + k - 1] : ds_rng_int(&P.rng, 1, a.c - 1);
+    }
+    const size_t nl = (size_t)a.t * a.n * a.c;
+    double *logits = p_rand(P_COMPUTE, nl, -4, 4);
+    p_case c = {"ctc_loss", "t150 n4 c29 +dlogits", .call = call_ctc, .arg = &a};
+    p_add(&c, "logits", P_COMPUTE, P_IN, nl, logits);
+    p_add_ints(&c, "len", a.n, len);
+    p_add_ints(&c, "labels", 41 + 25 + 1 + 60, labels);
+    p_add_ints(&c, "label_off", a.n, label_off);
+    p_add_ints(&c, "label_len", a.n, label_len);
+    p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
+    p_add(&c, "dlogits", P_COMPUTE, P_OUT, nl, NULL);
+    p_run(&c);
+    p_scratch_reset();
+}
+
+/* ---- loss_total ---- */
+
+typedef struct {
+    int n;
+    double norm;
+} lt_arg;
+
+/* buf: loss [n] (scalar), out [DS_LOSS_SCALARS] (scalar). */
+static ds_status call_loss_total(const p_side *s, void *const *buf, const void *arg)
+{
+    const lt_arg *a = arg;
+    return s->ops->loss_total(s->ctx, a->n, a->norm, buf[0], buf[1]);
+}
+
+static void loss_total_case(const char *name, const lt_arg *a, const double *loss)
+{
+    p_case c = {"loss_total", name, .call = call_loss_total, .arg = a};
+    p_add(&c, "loss", P_SCALAR, P_IN, a->n, loss);
+    p_add(&c, "out", P_SCALAR, P_OUT, DS_LOSS_SCALARS, NULL);
+    p_run(&c);
+}
+
+static void loss_total_all(void)
+{
+    static const lt_arg a = {7, 4.5}, all_inf = {3, 3};
+    double *loss = p_rand(P_SCALAR, a.n, 0, 30), *inf = p_vec(all_inf.n);
+    loss[2] = loss[5] = INFINITY;
+    for (int i = 0; i < all_inf.n; i++)
+        inf[i] = INFINITY;
+    loss_total_case("n7, 2 infinite", &a, loss);
+    loss_total_case("n3, all infinite", &all_inf, inf);
+    p_scratch_reset();
+}
+
+/* ---- the optimizer ---- */
+
+/* scal [DS_OPT_SCALARS] as a step finds it: the sum of squares of g [n]
+ * from sumsq, NaN where the step assigns, steps taken so far. */
+static double *opt_scalars(const double *g, size_t n, double steps)
+{
+    double *scal = p_nans(DS_OPT_SCALARS), s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += g[i] * g[i];
+    scal[DS_OPT_SUMSQ] = s;
+    scal[DS_OPT_STEPS] = steps;
+    return scal;
+}
+
+typedef struct {
+    size_t n;
+    ds_opt_hparams h;
+} opt_arg;
+
+/* buf: x [n], scal [DS_OPT_SCALARS] (scalar). */
+static ds_status call_sumsq(const p_side *s, void *const *buf, const void *arg)
+{
+    const opt_arg *a = arg;
+    return s->ops->sumsq(s->ctx, a->n, buf[0], buf[1]);
+}
+
+static void sumsq_big(void)
+{
+    /* 2^20 + 3: a tail after any power-of-two blocking */
+    static const opt_arg a = {.n = (1u << 20) + 3};
+    double *x = p_rand(P_COMPUTE, a.n, -1, 1), *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
+    scal[DS_OPT_SUMSQ] = NAN;
+    p_case c = {"sumsq", "n1048579", .call = call_sumsq, .arg = &a};
+    p_add(&c, "x", P_COMPUTE, P_IN, a.n, x);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_run(&c);
+    p_scratch_reset();
+}
+
+static void sumsq_all(void)
+{
+    static const opt_arg a = {.n = 1000};
+    double *x = p_rand(P_COMPUTE, a.n, -1, 1), *xinf = p_vec(a.n);
+    /* only SUMSQ is assigned: the others must come back as they went */
+    double *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
+    scal[DS_OPT_SUMSQ] = NAN;
+    for (size_t i = 0; i < a.n; i++)
+        xinf[i] = x[i];
+    xinf[a.n / 2] = -INFINITY;
+    for (int bad = 0; bad <= 1; bad++) {
+        p_case c = {"sumsq", bad ? "n1000 with -inf" : "n1000", .call = call_sumsq, .arg = &a};
+        p_add(&c, "x", P_COMPUTE, P_IN, a.n, bad ? xinf : x);
+        p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+        p_run(&c);
+    }
+    p_scratch_reset();
+}
+
+/* buf: p [n] (master), g [n], v [n] (master, or NULL), scal [DS_OPT_SCALARS]. */
+static ds_status call_sgd(const p_side *s, void *const *buf, const void *arg)
+{
+    const opt_arg *a = arg;
+    return s->ops->sgd_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3]);
+}
+
+static void sgd_case(const char *name, const opt_arg *a, const double *p, const double *g,
+                     const double *v, const double *scal)
+{
+    p_case c = {"sgd_step", name, .call = call_sgd, .arg = a};
+    p_add(&c, "p", P_MASTER, P_ACC, a->n, p);
+    p_add(&c, "g", P_COMPUTE, P_IN, a->n, g);
+    p_add(&c, "v", P_MASTER, a->h.momentum != 0 ? P_ACC : P_NULL, a->n, v);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_run(&c);
+}
+
+/* A copy of g [n] with one infinite element: a step that must be skipped. */
+static double *with_inf(const double *g, size_t n)
+{
+    double *b = p_vec(n);
+    for (size_t i = 0; i < n; i++)
+        b[i] = g[i];
+    b[n / 3] = INFINITY;
+    return b;
+}
+
+static void sgd_all(void)
+{
+    enum { N = 500 };
+    double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
+    double *v = p_rand(P_MASTER, N, -0.5, 0.5), *ginf = with_inf(g, N);
+    double *scal = opt_scalars(g, N, 3), *scal_inf = opt_scalars(ginf, N, 3);
+    const double norm = sqrt(scal[DS_OPT_SUMSQ]);
+    const ds_opt_hparams base = {.lr = 0.1, .weight_decay = 0.01};
+    opt_arg a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = (opt_arg){N, base};
+    a[1].h.momentum = 0.9;
+    a[2].h.momentum = 0.9, a[2].h.nesterov = 1;
+    a[3].h.momentum = 0.9, a[3].h.max_norm = 0.25 * norm;   /* clipped */
+    a[4].h.momentum = 0.9, a[4].h.max_norm = 2 * norm;      /* under the limit: clip 1 */
+    a[5].h.momentum = 0.9, a[5].h.max_norm = 1;             /* non-finite: skipped */
+    sgd_case("n500 plain (v=NULL)", &a[0], p, g, v, scal);
+    sgd_case("n500 momentum 0.9", &a[1], p, g, v, scal);
+    sgd_case("n500 nesterov 0.9", &a[2], p, g, v, scal);
+    sgd_case("n500 momentum, clipped", &a[3], p, g, v, scal);
+    sgd_case("n500 momentum, below max_norm", &a[4], p, g, v, scal);
+    sgd_case("n500 inf in g: skipped", &a[5], p, ginf, v, scal_inf);
+    p_scratch_reset();
+}
+
+static void sgd_big(void)
+{
+    enum { N = 100003 };
+    double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
+    double *v = p_rand(P_MASTER, N, -0.5, 0.5), *scal = opt_scalars(g, N, 3);
+    opt_arg a = {N, {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .weight_decay = 0.01}};
+    a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
+    sgd_case("n100003 nesterov, clipped", &a, p, g, v, scal);
+    p_scratch_reset();
+}
+
+/* buf: p [n], g [n], m [n], v [n] (p, m, v master), scal [DS_OPT_SCALARS]. */
+static ds_status call_adamw(const p_side *s, void *const *buf, const void *arg)
+{
+    const opt_arg *a = arg;
+    return s->ops->adamw_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3], buf[4]);
+}
+
+static void adamw_case(const char *name, const opt_arg *a, const double *p, const double *g,
+                       const double *m, const double *v, const double *scal)
+{
+    p_case c = {"adamw_step", name, .call = call_adamw, .arg = a};
+    p_add(&c, "p", P_MASTER, P_ACC, a->n, p);
+    p_add(&c, "g", P_COMPUTE, P_IN, a->n, g);
+    p_add(&c, "m", P_MASTER, P_ACC, a->n, m);
+    p_add(&c, "v", P_MASTER, P_ACC, a->n, v);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_run(&c);
+}
+
+static void adamw_all(void)
+{
+    enum { N = 500 };
+    double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
+    double *m = p_rand(P_MASTER, N, -0.1, 0.1), *v = p_rand(P_MASTER, N, 0, 0.01);
+    double *zero = p_vec(N), *ginf = with_inf(g, N);
+    double *scal = opt_scalars(g, N, 4), *first = opt_scalars(g, N, 0);
+    double *scal_inf = opt_scalars(ginf, N, 4);
+    const ds_opt_hparams h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                              .weight_decay = 0.01};
+    opt_arg a = {N, h}, clip = {N, h};
+    clip.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
+    adamw_case("n500 first step (m=v=0)", &a, p, g, zero, zero, first);
+    adamw_case("n500 step 5", &a, p, g, m, v, scal);
+    adamw_case("n500 step 5, clipped", &clip, p, g, m, v, scal);
+    adamw_case("n500 inf in g: skipped", &clip, p, ginf, m, v, scal_inf);
+    p_scratch_reset();
+}
+
+static void adamw_big(void)
+{
+    enum { N = 100003 };
+    double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
+    double *m = p_rand(P_MASTER, N, -0.1, 0.1), *v = p_rand(P_MASTER, N, 0, 0.01);
+    double *scal = opt_scalars(g, N, 4);
+    opt_arg a = {N, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                     .weight_decay = 0.01}};
+    a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
+    adamw_case("n100003 step 5, clipped", &a, p, g, m, v, scal);
+    p_scratch_reset();
+}
+
+void p_ctc_optim_cases(void)
+{
+    ctc_all();
+    ctc_big();
+    loss_total_all();
+    sumsq_all();
+    sumsq_big();
+    sgd_all();
+    sgd_big();
+    adamw_all();
+    adamw_big();
+}

@@ -1,0 +1,249 @@
+/* ops_dense.c - parity cases of hardtanh, linear, conv_to_seq and lookahead. */
+#include <stdio.h>
+
+#include "parity.h"
+
+/* ---- hardtanh ---- */
+
+typedef struct {
+    size_t n;
+    double lo, hi;
+} ht_arg;
+
+/* buf: x [n], y [n]. */
+static ds_status call_ht_fwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const ht_arg *a = arg;
+    return s->ops->hardtanh_fwd(s->ctx, a->n, a->lo, a->hi, buf[0], buf[1]);
+}
+
+/* buf: x [n], clamped in place (y aliases x). */
+static ds_status call_ht_fwd_inplace(const p_side *s, void *const *buf, const void *arg)
+{
+    const ht_arg *a = arg;
+    return s->ops->hardtanh_fwd(s->ctx, a->n, a->lo, a->hi, buf[0], buf[0]);
+}
+
+/* buf: y [n], dy [n], dx [n]. */
+static ds_status call_ht_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const ht_arg *a = arg;
+    return s->ops->hardtanh_bwd(s->ctx, a->n, a->lo, a->hi, buf[0], buf[1], buf[2]);
+}
+
+static void hardtanh_case(const char *name, const ht_arg *a)
+{
+    double *x = p_rand(P_COMPUTE, a->n, -5, 25), *dy = p_rand(P_COMPUTE, a->n, -1, 1);
+    double *dx0 = p_rand(P_COMPUTE, a->n, -1, 1), *y = p_vec(a->n);
+    char variant[64];
+    x[0] = a->lo, x[1] = a->hi, x[2] = -0.0;
+    for (size_t i = 0; i < a->n; i++)
+        y[i] = x[i] < a->lo ? a->lo : x[i] > a->hi ? a->hi : x[i];
+
+    p_case f = {"hardtanh_fwd", name, .call = call_ht_fwd, .arg = a};
+    p_add(&f, "x", P_COMPUTE, P_IN, a->n, x);
+    p_add(&f, "y", P_COMPUTE, P_OUT, a->n, NULL);
+    p_run(&f);
+
+    snprintf(variant, sizeof variant, "%s in place", name);
+    p_case ip = {"hardtanh_fwd", variant, .call = call_ht_fwd_inplace, .arg = a};
+    p_add(&ip, "x=y", P_COMPUTE, P_ACC, a->n, x);
+    p_run(&ip);
+
+    p_case b = {"hardtanh_bwd", name, .call = call_ht_bwd, .arg = a};
+    p_add(&b, "y", P_COMPUTE, P_IN, a->n, y);
+    p_add(&b, "dy", P_COMPUTE, P_IN, a->n, dy);
+    p_add(&b, "dx", P_COMPUTE, P_ACC, a->n, dx0);
+    p_run(&b);
+    p_scratch_reset();
+}
+
+static void hardtanh_all(void)
+{
+    /* DeepSpeech2's clipped ReLU; x reaches past both ends, and holds the
+     * ends themselves, where the gradient must stop */
+    static const ht_arg small = {301, 0, 20}, big = {100003, 0, 20};
+    hardtanh_case("n301 [0,20]", &small);
+    hardtanh_case("n100003 [0,20]", &big);
+}
+
+/* ---- linear ---- */
+
+typedef struct {
+    int m, k, o;
+} lin_arg;
+
+/* buf: x [m][k], w [o][k], b [o] (or NULL), y [m][o]. */
+static ds_status call_lin_fwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const lin_arg *a = arg;
+    return s->ops->linear_fwd(s->ctx, a->m, a->k, a->o, buf[0], buf[1], buf[2], buf[3]);
+}
+
+/* buf: x [m][k], w [o][k], dy [m][o], dx [m][k] (or NULL), dw [o][k], db [o] (or NULL). */
+static ds_status call_lin_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const lin_arg *a = arg;
+    return s->ops->linear_bwd(s->ctx, a->m, a->k, a->o, buf[0], buf[1], buf[2], buf[3], buf[4],
+                              buf[5]);
+}
+
+/* Forward with and without bias; backward with bias, without, and without dx. */
+static void linear_case(const char *name, const lin_arg *pa)
+{
+    const lin_arg a = *pa;
+    const size_t nx = (size_t)a.m * a.k, nw = (size_t)a.o * a.k, ny = (size_t)a.m * a.o;
+    double *x = p_rand(P_COMPUTE, nx, -1, 1), *w = p_rand(P_COMPUTE, nw, -1, 1);
+    double *b = p_rand(P_COMPUTE, a.o, -1, 1), *dy = p_rand(P_COMPUTE, ny, -1, 1);
+    double *dx0 = p_rand(P_COMPUTE, nx, -1, 1), *dw0 = p_rand(P_COMPUTE, nw, -1, 1);
+    double *db0 = p_rand(P_COMPUTE, a.o, -1, 1);
+    struct {
+        char name[64];
+        int bias, dx;
+    } v[] = {{"", 1, 1}, {"", 0, 1}, {"", 1, 0}};
+    snprintf(v[0].name, sizeof v[0].name, "%s bias", name);
+    snprintf(v[1].name, sizeof v[1].name, "%s no bias", name);
+    snprintf(v[2].name, sizeof v[2].name, "%s dx=NULL", name);
+
+    for (int bias = 1; bias >= 0; bias--) {
+        p_case f = {"linear_fwd", v[1 - bias].name, .call = call_lin_fwd, .arg = pa};
+        p_add(&f, "x", P_COMPUTE, P_IN, nx, x);
+        p_add(&f, "w", P_COMPUTE, P_IN, nw, w);
+        p_add(&f, "b", P_COMPUTE, bias ? P_IN : P_NULL, a.o, b);
+        p_add(&f, "y", P_COMPUTE, P_OUT, ny, NULL);
+        p_run(&f);
+    }
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        p_case c = {"linear_bwd", v[i].name, .call = call_lin_bwd, .arg = pa};
+        p_add(&c, "x", P_COMPUTE, P_IN, nx, x);
+        p_add(&c, "w", P_COMPUTE, P_IN, nw, w);
+        p_add(&c, "dy", P_COMPUTE, P_IN, ny, dy);
+        p_add(&c, "dx", P_COMPUTE, v[i].dx ? P_ACC : P_NULL, nx, dx0);
+        p_add(&c, "dw", P_COMPUTE, P_ACC, nw, dw0);
+        p_add(&c, "db", P_COMPUTE, v[i].bias ? P_ACC : P_NULL, a.o, db0);
+        p_run(&c);
+    }
+    p_scratch_reset();
+}
+
+static void linear_all(void)
+{
+    /* m = t*n rows of a sequence, k features, o outputs; then the model's
+     * output layer (29 characters) */
+    static const lin_arg small = {23, 19, 7}, big = {400, 192, 29};
+    linear_case("m23 k19 o7", &small);
+    linear_case("m400 k192 o29", &big);
+}
+
+/* ---- conv_to_seq ---- */
+
+typedef struct {
+    int n, c, t, f;
+} cts_arg;
+
+/* buf: x [n][c][t][f], y [t][n][c*f]. */
+static ds_status call_cts(const p_side *s, void *const *buf, const void *arg)
+{
+    const cts_arg *a = arg;
+    return s->ops->conv_to_seq(s->ctx, a->n, a->c, a->t, a->f, buf[0], buf[1]);
+}
+
+/* buf: dy [t][n][c*f], dx [n][c][t][f]. */
+static ds_status call_cts_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const cts_arg *a = arg;
+    return s->ops->conv_to_seq_bwd(s->ctx, a->n, a->c, a->t, a->f, buf[0], buf[1]);
+}
+
+static void conv_to_seq_case(const char *name, const cts_arg *a)
+{
+    const size_t nx = (size_t)a->n * a->c * a->t * a->f;
+    double *x = p_rand(P_COMPUTE, nx, -1, 1), *dy = p_rand(P_COMPUTE, nx, -1, 1);
+    double *dx0 = p_rand(P_COMPUTE, nx, -1, 1);
+
+    p_case f = {"conv_to_seq", name, .call = call_cts, .arg = a};
+    p_add(&f, "x", P_COMPUTE, P_IN, nx, x);
+    p_add(&f, "y", P_COMPUTE, P_OUT, nx, NULL);
+    p_run(&f);
+
+    p_case b = {"conv_to_seq_bwd", name, .call = call_cts_bwd, .arg = a};
+    p_add(&b, "dy", P_COMPUTE, P_IN, nx, dy);
+    p_add(&b, "dx", P_COMPUTE, P_ACC, nx, dx0);
+    p_run(&b);
+    p_scratch_reset();
+}
+
+static void conv_to_seq_all(void)
+{
+    static const cts_arg small = {3, 4, 7, 5}, big = {4, 16, 50, 41};
+    conv_to_seq_case("n3 c4 t7 f5", &small);
+    conv_to_seq_case("n4 c16 t50 f41", &big);
+}
+
+/* ---- lookahead ---- */
+
+typedef struct {
+    int t, n, h, k;
+} la_arg;
+
+/* buf: x [t][n][h], w [h][k], y [t][n][h]. */
+static ds_status call_la_fwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const la_arg *a = arg;
+    return s->ops->lookahead_fwd(s->ctx, a->t, a->n, a->h, a->k, buf[0], buf[1], buf[2]);
+}
+
+/* buf: x [t][n][h], w [h][k], dy [t][n][h], dx [t][n][h] (or NULL), dw [h][k]. */
+static ds_status call_la_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const la_arg *a = arg;
+    void *work;
+    DS_TRY(p_scratch(s, s->ops->lookahead_work(a->n, a->h), &work));
+    ds_status st = s->ops->lookahead_bwd(s->ctx, a->t, a->n, a->h, a->k, buf[0], buf[1], buf[2],
+                                         buf[3], buf[4], work);
+    p_release(s, work);
+    return st;
+}
+
+static void lookahead_case(const char *name, const la_arg *a)
+{
+    const size_t nx = (size_t)a->t * a->n * a->h, nw = (size_t)a->h * a->k;
+    double *x = p_rand(P_COMPUTE, nx, -1, 1), *w = p_rand(P_COMPUTE, nw, -1, 1);
+    double *dy = p_rand(P_COMPUTE, nx, -1, 1), *dx0 = p_rand(P_COMPUTE, nx, -1, 1);
+    double *dw0 = p_rand(P_COMPUTE, nw, -1, 1);
+    char variant[64];
+
+    p_case f = {"lookahead_fwd", name, .call = call_la_fwd, .arg = a};
+    p_add(&f, "x", P_COMPUTE, P_IN, nx, x);
+    p_add(&f, "w", P_COMPUTE, P_IN, nw, w);
+    p_add(&f, "y", P_COMPUTE, P_OUT, nx, NULL);
+    p_run(&f);
+
+    for (int null_dx = 0; null_dx <= 1; null_dx++) {
+        snprintf(variant, sizeof variant, "%s%s", name, null_dx ? " dx=NULL" : "");
+        p_case b = {"lookahead_bwd", variant, .call = call_la_bwd, .arg = a};
+        p_add(&b, "x", P_COMPUTE, P_IN, nx, x);
+        p_add(&b, "w", P_COMPUTE, P_IN, nw, w);
+        p_add(&b, "dy", P_COMPUTE, P_IN, nx, dy);
+        p_add(&b, "dx", P_COMPUTE, null_dx ? P_NULL : P_ACC, nx, dx0);
+        p_add(&b, "dw", P_COMPUTE, P_ACC, nw, dw0);
+        p_run(&b);
+    }
+    p_scratch_reset();
+}
+
+static void lookahead_all(void)
+{
+    static const la_arg a = {9, 3, 8, 3}, longer = {3, 2, 5, 5}, big = {60, 8, 96, 20};
+    lookahead_case("t9 n3 h8 k3", &a);
+    lookahead_case("t3 n2 h5 k5 (k > t)", &longer);
+    lookahead_case("t60 n8 h96 k20", &big);
+}
+
+void p_dense_cases(void)
+{
+    hardtanh_all();
+    linear_all();
+    conv_to_seq_all();
+    lookahead_all();
+}
