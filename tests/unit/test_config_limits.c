@@ -143,28 +143,6 @@ static void check_refused(void)
 
 /* ---- the model at the limits ---- */
 
-typedef struct {
-    ds_model *m;
-    int train;
-    double *params;
-    ds_status st;
-} loss_arg;
-
-static double model_loss(void *arg)
-{
-    loss_arg *a = arg;
-    ds_loss l = {0};
-    if (a->st == DS_OK)
-        a->st = ds_model_put(a->m, DS_PARAMS, a->params);
-    if (a->st == DS_OK)
-        a->st = ds_model_forward(a->m, a->train);
-    if (a->st == DS_OK)
-        a->st = ds_model_loss(a->m, 0);
-    if (a->st == DS_OK)
-        a->st = ds_model_read_loss(a->m, &l, NULL);
-    return a->st == DS_OK ? l.loss : NAN;
-}
-
 /* A conv bias followed by BatchNorm in training has gradient exactly 0. */
 static int bias_cancelled_by_bn(const ds_tensor *t)
 {
@@ -201,7 +179,7 @@ static double sample_fd(ds_model *m, const double *grads, double *params, ds_sta
 {
     const int nt = ds_model_n_params(m);
     double *an = malloc((size_t)nt * sizeof *an), *fd = malloc((size_t)nt * sizeof *fd);
-    loss_arg arg = {m, 1, params, DS_OK};
+    t_loss_arg arg = {m, 1, params, DS_OK};
     int k = 0;
     for (int i = 0; i < nt; i++) {
         const ds_tensor *t = ds_model_param(m, i);
@@ -209,7 +187,7 @@ static double sample_fd(ds_model *m, const double *grads, double *params, ds_sta
             continue;
         const size_t at = t->offset + t->count / 2;
         an[k] = grads[at];
-        t_fd_grad(model_loss, &arg, params + at, 1, FD_H, &fd[k]);
+        t_fd_grad(t_model_loss, &arg, params + at, 1, FD_H, &fd[k]);
         k++;
     }
     *st = arg.st;

@@ -43,28 +43,6 @@ static const gc_case cases[] = {
      1},
 };
 
-typedef struct {
-    ds_model *m;
-    int train;
-    double *params;   /* host copy that t_fd_grad perturbs */
-    ds_status st;
-} loss_arg;
-
-static double model_loss(void *arg)
-{
-    loss_arg *a = arg;
-    ds_loss l = {0};
-    if (a->st == DS_OK)
-        a->st = ds_model_put(a->m, DS_PARAMS, a->params);
-    if (a->st == DS_OK)
-        a->st = ds_model_forward(a->m, a->train);
-    if (a->st == DS_OK)
-        a->st = ds_model_loss(a->m, 0);
-    if (a->st == DS_OK)
-        a->st = ds_model_read_loss(a->m, &l, NULL);
-    return a->st == DS_OK ? l.loss : NAN;
-}
-
 /* In training mode a conv bias feeds straight into BatchNorm, which removes
  * any per-channel constant: its exact gradient is 0 and both sides hold
  * rounding noise, so it is checked against the size of the whole gradient. */
@@ -142,10 +120,10 @@ static void check_case(const gc_case *c)
             "%s: %zu parameter and %zu gradient padding elements are not 0 (of span %zu for %zu)",
             c->name, gap_p, gap_g, ds_model_param_span(m), np);
 
-    loss_arg arg = {m, c->train, p, DS_OK};
+    t_loss_arg arg = {m, c->train, p, DS_OK};
     /* h near cbrt(machine epsilon) balances truncation (h^2) against rounding
      * (eps * loss / h) for a loss of order 30. */
-    t_fd_grad(model_loss, &arg, p, np, 1e-5, fd);
+    t_fd_grad(t_model_loss, &arg, p, np, 1e-5, fd);
     T_CHECK(arg.st == DS_OK, "%s: finite differences: %s", c->name, ds_last_error());
     double all = 0, worst = 0;
     for (size_t k = 0; k < np; k++)

@@ -1,6 +1,7 @@
 /* testmodel.c - see testmodel.h. */
 #include "testmodel.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,4 +103,19 @@ ds_status t_flat_gap_nonzero(const ds_backend *be, ds_model *m, int which, size_
     free(in_tensor);
     free(raw);
     return st;
+}
+
+double t_model_loss(void *arg)
+{
+    t_loss_arg *a = arg;
+    ds_loss l = {0};
+    if (a->st == DS_OK)
+        a->st = ds_model_put(a->m, DS_PARAMS, a->params);
+    if (a->st == DS_OK)
+        a->st = ds_model_forward(a->m, a->train);
+    if (a->st == DS_OK)
+        a->st = ds_model_loss(a->m, 0);
+    if (a->st == DS_OK)
+        a->st = ds_model_read_loss(a->m, &l, NULL);
+    return a->st == DS_OK ? l.loss : NAN;
 }

@@ -29,4 +29,16 @@ ds_status t_check_placement(const ds_model *m, t_placement *out);
  * must stay 0. Blocking. */
 ds_status t_flat_gap_nonzero(const ds_backend *be, ds_model *m, int which, size_t *nonzero);
 
+/* The loss of a model at host parameters params (packed, DS_PARAMS order):
+ * the function t_fd_grad differentiates. The first failure is kept in st
+ * and every later call returns NaN. */
+typedef struct {
+    ds_model *m;
+    int train;          /* BatchNorm in training mode */
+    double *params;     /* host copy that t_fd_grad perturbs */
+    ds_status st;
+} t_loss_arg;
+
+double t_model_loss(void *arg);
+
 #endif
