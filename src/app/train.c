@@ -15,17 +15,6 @@
 #include "evaluate.h"
 #include "train_run.h"
 
-/* A launched step whose metrics the host has not read yet. Its batch is
- * only read when the step is finished before the next batch is drawn. */
-typedef struct {
-    const ds_batch *b;
-    int global_n, frames, epoch;
-    long step;
-    double lr;
-} launched;
-
-static launched pending;   /* one at most: the loop reads each step after launching the next */
-
 static void run_close(run_state *r)
 {
     ds_log_close(&r->log);
@@ -112,9 +101,9 @@ static int needs_sync(const run_state *r, long step)
 static ds_status finish_step(run_state *r, ds_train_result *res)
 {
     const ds_train_opts *o = r->o;
-    const launched p = pending;
+    const ds_launched p = r->pending;
     ds_step_out out;
-    pending.b = NULL;
+    r->pending.b = NULL;
     DS_TRY(ds_stepper_collect(r->stepper, &out));
     ds_step_metrics s = {.step = p.step + 1, .epoch = p.epoch, .cer = -1, .batch = p.global_n,
                          .frames = p.frames, .lr = p.lr, .grad_norm = out.opt.grad_norm,
@@ -145,7 +134,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
 
 static ds_status finish_pending(run_state *r, ds_train_result *res)
 {
-    return pending.b ? finish_step(r, res) : DS_OK;
+    return r->pending.b ? finish_step(r, res) : DS_OK;
 }
 
 /* Launches step on b, then reads the step before it (now that this one is
@@ -157,8 +146,8 @@ static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch,
     ds_inject_fault(r->rank, step + 1);
     DS_TRY(ds_stepper_launch(r->stepper, b, lr));
     DS_TRY(finish_pending(r, res));
-    pending = (launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch, .step = step,
-                         .lr = lr};
+    r->pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,
+                               .step = step, .lr = lr};
     return needs_sync(r, step) ? finish_step(r, res) : DS_OK;
 }
 
@@ -193,7 +182,6 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
 {
     memset(res, 0, sizeof *res);
     res->val_cer = res->val_wer = res->val_loss = res->last_cer = -1;
-    pending = (launched){0};
     run_state r;
     ds_status st;
     DS_TRY_GOTO(st, run_open(o, &r), out);

@@ -10,6 +10,15 @@
 #include "step.h"
 #include "train.h"
 
+/* A launched step whose metrics the host has not read yet. Its batch is
+ * only read when the step is finished before the next batch is drawn. */
+typedef struct {
+    const ds_batch *b;           /* NULL: none pending */
+    int global_n, frames, epoch;
+    long step;
+    double lr;
+} ds_launched;
+
 typedef struct {
     const ds_train_opts *o;
     ds_optim_cfg ocfg;
@@ -19,6 +28,7 @@ typedef struct {
     ds_model *model;
     ds_optim *optim;
     ds_stepper *stepper;
+    ds_launched pending;        /* the loop reads each step after launching the next */
     ds_scorer *scorer;
     ds_log log;
     ds_feature_cfg feat;
