@@ -43,3 +43,16 @@ size_t ds_align_elems(ds_dtype t, size_t count)
     const size_t per = DS_ALIGN_BYTES / ds_dtype_size(t);
     return (count + per - 1) / per * per;
 }
+
+/* Output size of a strided window, or 0 when the padded input is shorter than k. */
+static int window_out(int in, int k, int stride, int pad)
+{
+    return in + 2 * pad < k ? 0 : (in + 2 * pad - k) / stride + 1;
+}
+
+ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
+                             int ph, int pw)
+{
+    return (ds_conv_geom){n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, window_out(hi, kh, sh, ph),
+                          window_out(wi, kw, sw, pw)};
+}

@@ -57,6 +57,11 @@ typedef struct {
     int ho, wo;
 } ds_conv_geom;
 
+/* The geometry of a convolution with its output size derived (0 where the
+ * input is too small for the kernel). */
+ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
+                             int ph, int pw);
+
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;
 
 int ds_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */

@@ -9,14 +9,6 @@
 
 /* ---- conv2d ---- */
 
-static ds_conv_geom geom(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
-                         int ph, int pw)
-{
-    ds_conv_geom g = {n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, 0, 0};
-    g.ho = (hi + 2 * ph - kh) / sh + 1;
-    g.wo = (wi + 2 * pw - kw) / sw + 1;
-    return g;
-}
 
 /* buf: x [n][ci][hi][wi], w [co][ci][kh][kw], b [co], y [n][co][ho][wo]. */
 static ds_status call_conv_fwd(const p_side *s, void *const *buf, const void *arg)
@@ -78,13 +70,13 @@ static void conv_cases(const char *name, const ds_conv_geom *g, int with_null_dx
 static void conv_all(void)
 {
     const ds_conv_geom g[] = {
-        geom(2, 2, 9, 8, 3, 3, 3, 1, 1, 1, 1),     /* 3x3, same padding */
-        geom(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
-        geom(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
-        geom(1, 2, 10, 10, 2, 4, 2, 1, 3, 0, 1),   /* even kernel, stride 3 in w */
+        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 1, 1, 1, 1),     /* 3x3, same padding */
+        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
+        ds_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
+        ds_conv_geom_of(1, 2, 10, 10, 2, 4, 2, 1, 3, 0, 1),   /* even kernel, stride 3 in w */
         /* DeepSpeech2's two layers at full kernel size, 100 frames x 81 bins */
-        geom(2, 1, 100, 81, 16, 41, 11, 2, 2, 20, 5),
-        geom(2, 16, 50, 41, 16, 21, 11, 2, 1, 10, 5),
+        ds_conv_geom_of(2, 1, 100, 81, 16, 41, 11, 2, 2, 20, 5),
+        ds_conv_geom_of(2, 16, 50, 41, 16, 21, 11, 2, 1, 10, 5),
     };
     const char *names[] = {"k3x3 s1 p1",     "k3x3 s2 p1",           "k7x5 s2 p3x2",
                            "k4x2 s1x3 p0x1", "ds2 conv1 100x81 k41x11", "ds2 conv2 50x41 k21x11"};

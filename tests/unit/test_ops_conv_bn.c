@@ -133,14 +133,6 @@ static void check_close(const char *what, const double *got, const double *want,
 
 /* ---- conv2d ---- */
 
-static ds_conv_geom geom(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
-                         int ph, int pw)
-{
-    ds_conv_geom g = {n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, 0, 0};
-    g.ho = (hi + 2 * ph - kh) / sh + 1;
-    g.wo = (wi + 2 * pw - kw) / sw + 1;
-    return g;
-}
 
 static size_t conv_nx(const ds_conv_geom *g) { return (size_t)g->n * g->ci * g->hi * g->wi; }
 static size_t conv_nw(const ds_conv_geom *g) { return (size_t)g->co * g->ci * g->kh * g->kw; }
@@ -305,17 +297,17 @@ static void conv_ref_check(const ds_conv_geom *g, int id)
 static void test_conv(void)
 {
     const ds_conv_geom small[] = {
-        geom(2, 2, 6, 5, 3, 3, 3, 1, 1, 1, 1),     /* plain 3x3, same padding */
-        geom(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
-        geom(1, 3, 11, 7, 2, 5, 3, 2, 1, 2, 0),    /* tall kernel, padding in h only */
-        geom(2, 1, 10, 10, 4, 4, 2, 1, 3, 0, 1),   /* even kernel; last columns unused */
-        geom(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
+        ds_conv_geom_of(2, 2, 6, 5, 3, 3, 3, 1, 1, 1, 1),     /* plain 3x3, same padding */
+        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
+        ds_conv_geom_of(1, 3, 11, 7, 2, 5, 3, 2, 1, 2, 0),    /* tall kernel, padding in h only */
+        ds_conv_geom_of(2, 1, 10, 10, 4, 4, 2, 1, 3, 0, 1),   /* even kernel; last columns unused */
+        ds_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
     };
     /* 97*90 = 8730 output positions: two chunks, the second starting mid-row */
-    const ds_conv_geom big = geom(2, 2, 97, 90, 3, 3, 3, 1, 1, 1, 1);
+    const ds_conv_geom big = ds_conv_geom_of(2, 2, 97, 90, 3, 3, 3, 1, 1, 1, 1);
     /* stride 2x3, 100*83 = 8300 positions: the phase-split input rows of a
      * second chunk that starts mid-row and mid-input */
-    const ds_conv_geom big_strided = geom(1, 2, 200, 250, 2, 5, 6, 2, 3, 2, 2);
+    const ds_conv_geom big_strided = ds_conv_geom_of(1, 2, 200, 250, 2, 5, 6, 2, 3, 2, 2);
     const int nsmall = (int)(sizeof small / sizeof small[0]);
 
     printf("conv2d\n");

@@ -322,18 +322,25 @@ static int test_sgd_by_hand(ds_dtype dt)
     return 0;
 }
 
-/* AdamW's first step, lr 0.1, wd 0.5; p = 2, g = -3: decay to 1.9, m = -0.3,
- * v = 0.009, mhat = -3, sqrt(vhat) = 3, p = 1.9 + 0.1 * 3 / (3 + eps). */
-static int test_adamw_by_hand(ds_dtype dt)
+/* The AdamW of the worked example below: betas 0.9, 0.999, eps 1e-8, wd 0.5. */
+static ds_optim_cfg adamw_by_hand_cfg(void)
 {
-    const char *dn = ds_dtype_name(dt);
-    const double tol = dt == DS_F64 ? 1e-15 : 1e-6;
     ds_optim_cfg c = ds_optim_defaults();
     c.kind = DS_OPT_ADAMW;
     c.beta1 = 0.9;
     c.beta2 = 0.999;
     c.eps = 1e-8;
     c.weight_decay = 0.5;
+    return c;
+}
+
+/* AdamW's first step, lr 0.1, wd 0.5; p = 2, g = -3: decay to 1.9, m = -0.3,
+ * v = 0.009, mhat = -3, sqrt(vhat) = 3, p = 1.9 + 0.1 * 3 / (3 + eps). */
+static int test_adamw_by_hand(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    const double tol = dt == DS_F64 ? 1e-15 : 1e-6;
+    ds_optim_cfg c = adamw_by_hand_cfg();
     double p = 2, g = -3, m, v;
     void *pb, *gb;
     ds_optim *o;
@@ -361,12 +368,7 @@ static int test_skip_then_step(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
     const double tol = dt == DS_F64 ? 1e-15 : 1e-6;
-    ds_optim_cfg c = ds_optim_defaults();
-    c.kind = DS_OPT_ADAMW;
-    c.beta1 = 0.9;
-    c.beta2 = 0.999;
-    c.eps = 1e-8;
-    c.weight_decay = 0.5;
+    ds_optim_cfg c = adamw_by_hand_cfg();
     double p = 2, g = -3, nan = NAN, m, v;
     void *pb, *gb;
     ds_optim *o;
