@@ -482,7 +482,7 @@ int main(int argc, char **argv)
     if (!be) {
         fprintf(stderr, PROG ": rank %d: ds_backend_get(\"cpu\") found no CPU backend\n", g_rank);
         ok = 0;
-    } else if ((st = be->ctx_create(0, &ctx)) != DS_OK) {
+    } else if ((st = be->ctx_create(0, NULL, &ctx)) != DS_OK) {
         fprintf(stderr, PROG ": rank %d: ctx_create (cpu) failed: %s: %s\n", g_rank,
                 ds_status_name(st), ds_last_error());
         ok = 0;

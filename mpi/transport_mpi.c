@@ -202,7 +202,7 @@ static const ds_transport_ops mpi_ops = {
 static ds_status open_staging(mpi_transport *t)
 {
     const ds_backend *be = t->c.be;
-    DS_TRY(be->ctx_create(t->c.device, &t->comm_ctx));
+    DS_TRY(be->ctx_create(t->c.device, NULL, &t->comm_ctx));
     DS_TRY(be->host_alloc(t->comm_ctx, t->c.bucket_elems * ds_dtype_size(t->c.dt), &t->stage));
     return be->host_alloc(t->c.ctx, (t->c.sum_capacity ? t->c.sum_capacity : 1) * sizeof(double),
                           &t->sum_stage);

@@ -126,7 +126,10 @@ enum {
 
 typedef struct ds_ops {
     /* ---- scratch sizes (elements of the table's dtype) ---- */
-    size_t (*conv2d_work)(const ds_conv_geom *g);
+    /* conv2d_work runs at start-up for the run's largest geometry: a GPU
+     * backend chooses its algorithms there (timed, once per shape) and the
+     * size covers every smaller geometry of the run. */
+    size_t (*conv2d_work)(ds_ctx *, const ds_conv_geom *g);
     size_t (*lookahead_work)(int n, int h);
     size_t (*ctc_work)(int t, int n, int c, int max_label_len);
 
@@ -237,6 +240,10 @@ typedef struct ds_ops {
                           const int *len, const int *labels, const int *label_off,
                           const int *label_len, int max_label_len, double grad_scale,
                           void *loss, void *dlogits, void *work);
+    /* Best path per frame: best[s][i] = the class of the largest logits[s][i][:]
+     * (ties to the lower index), for greedy decoding without copying the
+     * logits. logits [t][n][c], best [t][n] int32 (assigns). */
+    ds_status (*argmax)(ds_ctx *, int t, int n, int c, const void *logits, int *best);
     /* loss [n] (scalar) -> out [DS_LOSS_SCALARS] (scalar, assigns): the finite
      * losses summed in order and divided by norm, and the infinite ones counted. */
     ds_status (*loss_total)(ds_ctx *, int n, double norm, const void *loss, void *out);
@@ -268,12 +275,18 @@ typedef struct {
     size_t bytes_in_use, bytes_peak;   /* backend memory (alloc) */
 } ds_backend_counters;
 
+/* How a context computes, chosen once per run. */
+typedef struct {
+    int deterministic;    /* only algorithms that give bitwise-equal results run to run */
+    int tf32;             /* FP32 matrix products and convolutions may use TF32 tensor cores */
+} ds_ctx_opts;
+
 typedef struct ds_backend {
     const char *name;                  /* "cpu", "cuda" */
     /* Devices this backend can run on here (CPU: 1; CUDA: visible GPUs, 0 when none). */
     int (*device_count)(void);
-    /* A context (stream, library handles) on device. */
-    ds_status (*ctx_create)(int device, ds_ctx **out);
+    /* A context (stream, library handles) on device; opts NULL: defaults (all 0). */
+    ds_status (*ctx_create)(int device, const ds_ctx_opts *opts, ds_ctx **out);
     void (*ctx_destroy)(ds_ctx *);
     ds_status (*alloc)(ds_ctx *, ds_dtype t, size_t count, void **out);   /* zeroed */
     void (*release)(ds_ctx *, void *p);
@@ -301,7 +314,24 @@ typedef struct ds_backend {
     ds_status (*event_query)(ds_event *e, int *done);
     void (*counters)(ds_ctx *, ds_backend_counters *out);
     const ds_ops *(*ops)(ds_dtype t);
+    /* One line per library: versions compiled against and found at run time. */
+    void (*describe)(char *buf, size_t size);
+    /* Named ranges around a layer or a phase, for profilers (NVTX on the GPU);
+     * pushes and pops nest. */
+    void (*range_push)(ds_ctx *, const char *name);
+    void (*range_pop)(ds_ctx *);
 } ds_backend;
+
+/* Runs call (a ds_status expression) inside the range name of backend be on
+ * ctx, and returns its status from the enclosing function if it failed. */
+#define DS_RANGED(be, ctx, name, call)                                                        \
+    do {                                                                                      \
+        (be)->range_push((ctx), (name));                                                      \
+        ds_status ds_r_st_ = (call);                                                          \
+        (be)->range_pop(ctx);                                                                 \
+        if (ds_r_st_ != DS_OK)                                                                \
+            return ds_r_st_;                                                                  \
+    } while (0)
 
 /* The backend named name ("cpu", "cuda"), or NULL when not built in. */
 const ds_backend *ds_backend_get(const char *name);

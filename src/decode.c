@@ -4,6 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One frame of best-path decoding: a label is emitted when it starts a run;
+ * a blank between two equal labels ends the run, so "A_A" gives two A's. */
+static int emit(int best, int blank, int *prev, int *out, int n)
+{
+    if (best != blank && best != *prev)
+        out[n++] = best;
+    *prev = best;
+    return n;
+}
+
 int ds_ctc_greedy(const double *scores, int t, long stride, int c, int blank, int *out)
 {
     int n = 0, prev = -1;
@@ -13,12 +23,16 @@ int ds_ctc_greedy(const double *scores, int t, long stride, int c, int blank, in
         for (int k = 1; k < c; k++)
             if (row[k] > row[best])
                 best = k;
-        /* A label is emitted when it starts a run; a blank between two equal
-         * labels ends the run, so "A_A" gives two A's. */
-        if (best != blank && best != prev)
-            out[n++] = best;
-        prev = best;
+        n = emit(best, blank, &prev, out, n);
     }
+    return n;
+}
+
+int ds_ctc_collapse(const int *best, int t, long stride, int blank, int *out)
+{
+    int n = 0, prev = -1;
+    for (int s = 0; s < t; s++)
+        n = emit(best[s * stride], blank, &prev, out, n);
     return n;
 }
 

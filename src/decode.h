@@ -15,6 +15,11 @@
  * returns the number of labels written. */
 int ds_ctc_greedy(const double *scores, int t, long stride, int c, int blank, int *out);
 
+/* The same from the best classes already chosen: best [t][stride] (frame s
+ * at best + s*stride), repeats collapsed, blanks dropped, into out [t].
+ * Returns the number of labels written. */
+int ds_ctc_collapse(const int *best, int t, long stride, int blank, int *out);
+
 /* Levenshtein distance between the words of ref and hyp (split on spaces);
  * *ref_words (if not NULL) gets the number of words of ref. Returns -1 when
  * memory runs out. */

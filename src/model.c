@@ -246,7 +246,7 @@ static void plan_arenas(ds_model *m)
         ds_conv_geom g = {(int)B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
                           l->k.pad_freq, m->t_max[i + 1], l->fo};
-        work = max_size(work, m->op->conv2d_work(&g));
+        work = max_size(work, m->op->conv2d_work(m->ctx, &g));
     }
     const size_t T = (size_t)m->t_max[m->cfg.n_conv];
     m->s0 = take(act, dt, T * B * m->rnn[0].in);
@@ -326,6 +326,8 @@ static ds_status alloc_buffers(ds_model *m)
     DS_TRY(be->alloc(m->ctx, DS_I32, label_cap, (void **)&m->d_labels));
     DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->lim.batch, (void **)&m->d_label_off));
     DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->lim.batch, (void **)&m->d_label_len));
+    DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->t_max[m->cfg.n_conv] * m->lim.batch,
+                     (void **)&m->d_best));
     DS_TRY(be->host_alloc(m->ctx, len_count * sizeof *m->h_len, (void **)&m->h_len));
     m->stage_bytes = stage_bytes(m);
     return be->host_alloc(m->ctx, m->stage_bytes, &m->stage);
@@ -380,7 +382,7 @@ void ds_model_destroy(ds_model *m)
         if (m->rnn[j].plan)
             m->op->rnn_plan_destroy(m->ctx, m->rnn[j].plan);
     void *bufs[] = {m->p, m->g, m->rs, m->act, m->dact, m->bna, m->sca, m->d_len, m->d_labels,
-                    m->d_label_off, m->d_label_len};
+                    m->d_label_off, m->d_label_len, m->d_best};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         m->be->release(m->ctx, bufs[i]);
     if (m->h_len)
@@ -602,6 +604,13 @@ ds_status ds_model_logits(ds_model *m, double *host)
     const size_t n = (size_t)ds_model_batch_out_frames(m) * m->n * m->cfg.n_classes;
     DS_TRY(m->be->to_host(m->ctx, m->dt, n, ds_m_act(m, m->logits), m->stage));
     return ds_convert(DS_F64, host, m->dt, m->stage, n);
+}
+
+ds_status ds_model_best_path(ds_model *m, int *host)
+{
+    const int T = ds_model_batch_out_frames(m);
+    DS_TRY(m->op->argmax(m->ctx, T, m->n, m->cfg.n_classes, ds_m_act(m, m->logits), m->d_best));
+    return m->be->to_host(m->ctx, DS_I32, (size_t)T * m->n, m->d_best, host);
 }
 
 const ds_backend *ds_model_backend(const ds_model *m) { return m->be; }

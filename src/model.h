@@ -140,6 +140,9 @@ int ds_model_batch_out_frames(const ds_model *m);
 const int *ds_model_out_lengths(const ds_model *m);     /* host [N] */
 /* Logits of the last forward as double: [T'][N][classes]. */
 ds_status ds_model_logits(ds_model *m, double *host);
+/* The best class of every output frame of the last forward, computed on the
+ * backend so only [T'][N] ints cross to the host: host [T'][N]. */
+ds_status ds_model_best_path(ds_model *m, int *host);
 
 /* Output frames for in_frames input frames (0 if too short). */
 int ds_config_out_frames(const ds_model_cfg *cfg, int in_frames);

@@ -78,6 +78,7 @@ struct ds_model {
     size_t act_count, dact_count, bna_count, sca_count;
     int *d_len;                        /* backend int32 [n_conv+1][B]: lengths per stage */
     int *d_labels, *d_label_off, *d_label_len;
+    int *d_best;                /* [T'][N] best class per output frame (greedy decoding) */
 
     /* the current batch */
     int n, max_label;

@@ -5,6 +5,8 @@
 
 #include "convert.h"
 
+#include <stdio.h>
+
 /* Conv maps [N][C][T][F] and sequences [T][N][C] as ds_view. */
 static ds_view conv_view(int n, int c, int t, int f)
 {
@@ -61,6 +63,23 @@ static ds_conv_geom conv_geom(const ds_model *m, int i)
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
                           l->k.pad_freq, m->t[i + 1], l->fo};
 }
+
+/* A layer's work inside a named range (NVTX on the GPU), so a profiler
+ * shows the layers by name: "conv fwd 1", "rnn bwd 3", ... (i < 0: no number). */
+static const char *range_name(char *buf, size_t size, const char *what, int i)
+{
+    if (i >= 0)
+        snprintf(buf, size, "%s%d", what, i + 1);
+    else
+        snprintf(buf, size, "%s", what);
+    return buf;
+}
+
+#define IN_RANGE(m, what, i, call)                                                            \
+    do {                                                                                      \
+        char rn_[48];                                                                         \
+        DS_RANGED((m)->be, (m)->ctx, range_name(rn_, sizeof rn_, (what), (i)), (call));       \
+    } while (0)
 
 /* ---- forward ---- */
 
@@ -121,29 +140,38 @@ static ds_status head_forward(ds_model *m, const void **x)
     return DS_OK;
 }
 
+/* Output BatchNorm and the output FC: x [T][N][d_out] -> logits [T][N][classes]. */
+static ds_status out_forward(ds_model *m, const void *x)
+{
+    const int T = ds_model_batch_out_frames(m);
+    const ds_view v = seq_view(m->n, m->d_out, T);
+    DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
+                      ds_m_act(m, m->out_z)));
+    return m->op->linear_fwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
+                             ds_m_param(m, m->out_w), NULL, ds_m_act(m, m->logits));
+}
+
 ds_status ds_model_forward(ds_model *m, int train)
 {
     m->train = train;
     m->have_dlogits = 0;
     const void *x = ds_m_act(m, m->x0);
     for (int i = 0; i < m->cfg.n_conv; i++) {
-        DS_TRY(conv_forward(m, i, x));
+        IN_RANGE(m, "conv fwd ", i, conv_forward(m, i, x));
         x = ds_m_act(m, m->conv[i].y);
     }
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
     const int T = ds_model_batch_out_frames(m);
-    DS_TRY(m->op->conv_to_seq(m->ctx, m->n, last->co, T, last->fo, x, ds_m_act(m, m->s0)));
+    IN_RANGE(m, "conv_to_seq fwd", -1,
+             m->op->conv_to_seq(m->ctx, m->n, last->co, T, last->fo, x, ds_m_act(m, m->s0)));
     x = ds_m_act(m, m->s0);
     for (int j = 0; j < m->cfg.rnn_layers; j++) {
-        DS_TRY(rnn_forward(m, j, x));
+        IN_RANGE(m, "rnn fwd ", j, rnn_forward(m, j, x));
         x = ds_m_act(m, m->rnn[j].y);
     }
-    DS_TRY(head_forward(m, &x));
-    const ds_view v = seq_view(m->n, m->d_out, T);
-    DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
-                      ds_m_act(m, m->out_z)));
-    return m->op->linear_fwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
-                             ds_m_param(m, m->out_w), NULL, ds_m_act(m, m->logits));
+    IN_RANGE(m, "lookahead+fc fwd", -1, head_forward(m, &x));
+    IN_RANGE(m, "output fwd", -1, out_forward(m, x));
+    return DS_OK;
 }
 
 /* ---- loss ---- */
@@ -153,10 +181,12 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
     const int T = ds_model_batch_out_frames(m);
     if (want_grad)   /* backward accumulates into dact: start it from zero */
         DS_TRY(m->be->zero(m->ctx, m->dt, m->dact_count, m->dact));
-    DS_TRY(m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
-                           ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
-                           m->d_label_len, m->max_label, 1.0 / m->loss_norm, ds_m_sca(m, m->losses),
-                           want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
+    IN_RANGE(m, "ctc loss", -1,
+             m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
+                             ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
+                             m->d_label_len, m->max_label, 1.0 / m->loss_norm,
+                             ds_m_sca(m, m->losses),
+                             want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
     DS_TRY(m->op->loss_total(m->ctx, m->n, m->loss_norm, ds_m_sca(m, m->losses),
                              ds_m_sca(m, m->loss_total)));
     m->have_dlogits = want_grad;
@@ -279,14 +309,15 @@ ds_status ds_model_backward(ds_model *m)
 {
     if (!m->have_dlogits)
         return DS_FAIL(DS_ERR_ARG, "backward needs a forward and ds_model_loss(want_grad=1) first");
-    DS_TRY(head_backward(m));
+    IN_RANGE(m, "output+fc+lookahead bwd", -1, head_backward(m));
     for (int j = m->cfg.rnn_layers - 1; j >= 0; j--)
-        DS_TRY(rnn_backward(m, j));
+        IN_RANGE(m, "rnn bwd ", j, rnn_backward(m, j));
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
-    DS_TRY(m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_batch_out_frames(m), last->fo,
-                                  ds_m_dact(m, m->ds0), ds_m_dact(m, last->dy)));
+    IN_RANGE(m, "conv_to_seq bwd", -1,
+             m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_batch_out_frames(m),
+                                    last->fo, ds_m_dact(m, m->ds0), ds_m_dact(m, last->dy)));
     for (int i = m->cfg.n_conv - 1; i >= 0; i--)
-        DS_TRY(conv_backward(m, i));
+        IN_RANGE(m, "conv bwd ", i, conv_backward(m, i));
     m->have_dlogits = 0;
     return DS_OK;
 }

@@ -7,7 +7,7 @@
 #include "decode.h"
 
 struct ds_scorer {
-    double *logits;      /* [T'][N][C] */
+    int *best;           /* [T'][N] best class per frame */
     int *labels;         /* [T'] decoded */
     char *ref, *hyp;     /* texts */
     int max_text;
@@ -23,11 +23,11 @@ ds_status ds_scorer_create(const ds_model_cfg *cfg, const ds_model_limits *lim, 
     if (!s)
         return DS_FAIL(DS_ERR_MEM, "scorer");
     s->max_text = (t > lim->label_len ? t : lim->label_len) + 1;
-    s->logits = malloc((size_t)t * lim->batch * cfg->n_classes * sizeof *s->logits);
+    s->best = malloc((size_t)t * lim->batch * sizeof *s->best);
     s->labels = malloc((size_t)s->max_text * sizeof *s->labels);
     s->ref = malloc((size_t)s->max_text + 1);
     s->hyp = malloc((size_t)s->max_text + 1);
-    if (!s->logits || !s->labels || !s->ref || !s->hyp) {
+    if (!s->best || !s->labels || !s->ref || !s->hyp) {
         ds_scorer_destroy(s);
         return DS_FAIL(DS_ERR_MEM, "scorer buffers");
     }
@@ -39,7 +39,7 @@ void ds_scorer_destroy(ds_scorer *s)
 {
     if (!s)
         return;
-    free(s->logits);
+    free(s->best);
     free(s->labels);
     free(s->ref);
     free(s->hyp);
@@ -48,12 +48,10 @@ void ds_scorer_destroy(ds_scorer *s)
 
 ds_status ds_scorer_add(ds_scorer *s, ds_model *m, const ds_batch *b, ds_score *acc)
 {
-    const int C = ds_model_config(m)->n_classes;
     const int *len = ds_model_out_lengths(m);
-    DS_TRY(ds_model_logits(m, s->logits));
+    DS_TRY(ds_model_best_path(m, s->best));   /* argmax on the backend: no logits copied */
     for (int i = 0; i < b->n; i++) {
-        int n = ds_ctc_greedy(s->logits + (size_t)i * C, len[i], (long)b->n * C, C, DS_BLANK,
-                              s->labels);
+        int n = ds_ctc_collapse(s->best + i, len[i], b->n, DS_BLANK, s->labels);
         ds_labels_to_text(s->labels, n, s->hyp);
         ds_labels_to_text(b->labels + b->label_off[i], b->label_len[i], s->ref);
         int chars, words;

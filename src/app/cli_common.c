@@ -42,18 +42,23 @@ int ds_cli_version(void)
         }
     printf("dstrain %s (%s, %s)\n", DSTRAIN_VERSION, DSTRAIN_BUILD_TYPE, DSTRAIN_C_COMPILER);
     printf("backends: cpu (float32, float64)%s\n",
-           ds_backend_get("cuda") ? ", cuda" : "; cuda not built");
+           ds_backend_get("cuda") ? ", cuda (float32, float64)" : "; cuda not built");
     printf("blas:     %s\n", openblas_get_config());
     printf("hdf5:     %u.%u.%u\n", maj, min, rel);
     printf("mpi:      %s\n", mpi);
     printf("cjson:    %s\n", cJSON_Version());
+    const ds_backend *cuda = ds_backend_get("cuda");
+    if (cuda) {   /* compiled against and found at run time, and the architectures built */
+        char lines[2048];
+        cuda->describe(lines, sizeof lines);
+        printf("%s\n", lines);
+    } else {
 #ifdef DS_HAVE_CUDA_TOOLKIT
-    printf("cuda:     toolkit %s, architectures sm_%s; cuBLAS %s, cuDNN %s, NCCL %s "
-           "(found at build time; the backend comes with the CUDA issue)\n",
-           DSTRAIN_CUDA_TOOLKIT, DSTRAIN_CUDA_ARCHS, DSTRAIN_CUBLAS, DSTRAIN_CUDNN_VERSION,
-           DSTRAIN_NCCL_VERSION);
+        printf("cuda:     toolkit %s found, but cuBLAS or cuDNN was not: backend not built\n",
+               DSTRAIN_CUDA_TOOLKIT);
 #else
-    printf("cuda:     toolkit not found at configure time\n");
+        printf("cuda:     toolkit not found at configure time: backend not built\n");
 #endif
+    }
     return 0;
 }

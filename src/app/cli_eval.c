@@ -22,7 +22,7 @@ static ds_status load_model(const char *ckpt, const ds_model_limits *lim, ds_ctx
     ds_dtype dt;
     const ds_backend *be = ds_backend_get("cpu");
     DS_TRY(ds_checkpoint_read_config(ckpt, &cfg, &dt, info));
-    DS_TRY(be->ctx_create(0, ctx));
+    DS_TRY(be->ctx_create(0, NULL, ctx));
     DS_TRY(ds_model_create(&cfg, be, *ctx, dt, lim, m));
     return ds_checkpoint_load(ckpt, *m);
 }

@@ -29,7 +29,11 @@ static void train_usage(FILE *f)
         "  --max-frames T        longest synthetic utterance in 10 ms frames (default 400)\n"
         "run:\n"
         "  --device cpu|cuda     backend (default cpu)\n"
-        "  --precision P         fp32 | fp64 on cpu; fp16 and bf16 come with the cuda backend\n"
+        "  --precision P         fp32 | fp64 (fp16 and bf16 are not built yet)\n"
+        "  --deterministic       only algorithms that give the same bits run to run (cuda: cuDNN\n"
+        "                        convolution algorithms; the cpu always is)\n"
+        "  --tf32                let fp32 matrix products and convolutions use TF32 tensor cores\n"
+        "                        (cuda, Ampere and later; about 3 decimal digits fewer)\n"
         "  --batch B             utterances per step (default 8)\n"
         "  --steps N             stop after N steps (default: 100 on synthetic data, else --epochs)\n"
         "  --epochs N            passes over the data (default 1; synthetic: of --synthetic-utts)\n"
@@ -65,7 +69,7 @@ enum {
     O_PRECISION, O_BATCH, O_STEPS, O_EPOCHS, O_SEED, O_OPTIMIZER, O_LR, O_MOMENTUM,
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
-    O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT
+    O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32
 };
 
 static const struct option train_options[] = {
@@ -82,7 +86,8 @@ static const struct option train_options[] = {
     {"spec-augment", 0, 0, O_SPECAUG}, {"checkpoint-dir", 1, 0, O_CKPT_DIR},
     {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"allreduce", 1, 0, O_ALLREDUCE},
     {"bucket-mb", 1, 0, O_BUCKET}, {"check-sync", 1, 0, O_CHECK_SYNC}, {"local-bn", 0, 0, O_LOCAL_BN},
-    {"timeout", 1, 0, O_TIMEOUT}, {0, 0, 0, 0}};
+    {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
+    {"tf32", 0, 0, O_TF32}, {0, 0, 0, 0}};
 
 /* Whole-string numeric parsing; the flag name goes into the error. */
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -142,6 +147,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_TIMEOUT: bad = num("timeout", optarg, 0, 1e7, timeout); break;
         case O_DEVICE: o->device = optarg; break;
         case O_PRECISION: bad = parse_precision(optarg, &o->precision); break;
+        case O_DETERMINISTIC: o->compute.deterministic = 1; break;
+        case O_TF32: o->compute.tf32 = 1; break;
         case O_BATCH: bad = num("batch", optarg, 1, 1e6, &v); o->batch = (int)v; break;
         case O_STEPS: bad = num("steps", optarg, 1, 1e12, &v); steps = (long)v; break;
         case O_EPOCHS: bad = num("epochs", optarg, 1, 1e6, &v); o->epochs = (int)v; break;
@@ -235,6 +242,8 @@ int ds_cli_train(int argc, char **argv)
     ds_print("%s\n", r.skipped ? " (some steps skipped)" : "");
     if (r.val_cer >= 0)
         ds_print("validation: WER %.3f  CER %.3f  loss %.4f\n", r.val_wer, r.val_cer, r.val_loss);
+    ds_print("%s memory: %.1f MiB in use, %.1f MiB at peak\n", o.device, r.mem_in_use / 1048576.0,
+             r.mem_peak / 1048576.0);
     ds_world_finalize(&world);
     return 0;
 }

@@ -61,24 +61,34 @@ void ds_stepper_destroy(ds_stepper *s)
 
 int ds_stepper_pending(const ds_stepper *s) { return (int)(s->launched - s->collected); }
 
+/* The batch's upload, into the "data" range a profiler shows. */
+static ds_status upload(ds_stepper *s, const ds_batch *b)
+{
+    DS_TRY(ds_model_set_batch(s->m, b));
+    if (b->n_global > 0)   /* BatchNorm counts and the loss norm span every rank */
+        DS_TRY(ds_model_set_global_batch(s->m, b->global_lengths, b->n_global));
+    return ds_model_zero_grad(s->m);
+}
+
+/* each phase inside a named range (NVTX on the GPU) */
+#define PHASE(s, name, call) DS_RANGED((s)->be, (s)->ctx, (name), (call))
+
 /* Forward, loss, backward with the reduction around it, update. */
 static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
 {
     ds_model *m = s->m;
     ds_reducer *red = s->d.reducer;
-    DS_TRY(ds_model_set_batch(m, b));
-    if (b->n_global > 0)   /* BatchNorm counts and the loss norm span every rank */
-        DS_TRY(ds_model_set_global_batch(m, b->global_lengths, b->n_global));
-    DS_TRY(ds_model_zero_grad(m));
-    DS_TRY(ds_model_forward(m, 1));
-    DS_TRY(ds_model_loss(m, 1));
+    PHASE(s, "data", upload(s, b));
+    PHASE(s, "forward", ds_model_forward(m, 1));
+    PHASE(s, "loss", ds_model_loss(m, 1));
     if (red)
         DS_TRY(ds_reducer_begin(red));
-    DS_TRY(ds_model_backward(m));
+    PHASE(s, "backward", ds_model_backward(m));
     if (red)
-        DS_TRY(ds_reducer_finish(red, t));
+        PHASE(s, "reduction", ds_reducer_finish(red, t));
     /* grads are summed over ranks: the norm, clip and skip are global */
-    return ds_optim_update(s->o, ds_model_params(m), ds_model_grads(m), lr);
+    PHASE(s, "optimizer", ds_optim_update(s->o, ds_model_params(m), ds_model_grads(m), lr));
+    return DS_OK;
 }
 
 ds_status ds_stepper_launch(ds_stepper *s, const ds_batch *b, double lr)

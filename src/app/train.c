@@ -36,7 +36,32 @@ static ds_status open_backend(run_state *r)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: this build has no such backend%s", o->device,
                        strcmp(o->device, "cuda") ? "" : " (configure with the CUDA toolkit present)");
     const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
-    return r->be->ctx_create(device, &r->ctx);
+    return r->be->ctx_create(device, &o->compute, &r->ctx);
+}
+
+/* Out of memory while planning (where: the backend's device or the host's
+ * batches): say which of the run's limits to lower. */
+static ds_status planned(run_state *r, const ds_model_limits *lim, const char *where, ds_status st)
+{
+    if (st != DS_ERR_MEM)
+        return st;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", ds_last_error());
+    ds_clear_error();   /* this message wraps the allocator's */
+    return DS_FAIL(DS_ERR_MEM, "out of memory on %s planning batch %d, length limit %d frames, "
+                   "labels up to %d, precision %s: %s; lower --batch, --max-duration (or "
+                   "--max-frames) or the precision",
+                   where, lim->batch, lim->frames, lim->label_len,
+                   ds_dtype_name(r->o->precision), why);
+}
+
+/* What the backend holds once every buffer of the run is planned. */
+static void report_memory(run_state *r)
+{
+    ds_backend_counters c;
+    r->be->counters(r->ctx, &c);
+    ds_print("%s memory planned: %.1f MiB in use, %.1f MiB at peak\n", r->o->device,
+             c.bytes_in_use / 1048576.0, c.bytes_peak / 1048576.0);
 }
 
 static ds_status run_open(const ds_train_opts *o, run_state *r)
@@ -47,18 +72,22 @@ static ds_status run_open(const ds_train_opts *o, run_state *r)
     r->ranks = o->world ? o->world->size : 1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
-    DS_TRY(ds_run_open_data(r, &lim));
+    DS_TRY(planned(r, &lim, "the host", ds_run_open_data(r, &lim)));
     r->total = o->steps > 0 ? o->steps : r->per_epoch * (o->epochs > 0 ? o->epochs : 1);
     r->ocfg = o->optim;
     if (r->ocfg.total_steps <= 0)
         r->ocfg.total_steps = r->total;
-    DS_TRY(ds_model_create(&o->model, r->be, r->ctx, o->precision, &lim, &r->model));
+    DS_TRY(planned(r, &lim, o->device,
+                   ds_model_create(&o->model, r->be, r->ctx, o->precision, &lim, &r->model)));
     DS_TRY(ds_model_init_params(r->model, o->seed));
-    DS_TRY(ds_run_setup_ranks(r));
-    DS_TRY(ds_optim_create(&r->ocfg, r->be, r->ctx, ds_model_roles(r->model).master,
-                           ds_model_param_span(r->model), &r->optim));
-    DS_TRY(ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper));
+    DS_TRY(planned(r, &lim, o->device, ds_run_setup_ranks(r)));
+    DS_TRY(planned(r, &lim, o->device, ds_optim_create(&r->ocfg, r->be, r->ctx,
+                                            ds_model_roles(r->model).master,
+                                            ds_model_param_span(r->model), &r->optim)));
+    DS_TRY(planned(r, &lim, o->device,
+                   ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
     DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));
+    report_memory(r);
     if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
     if (o->checkpoint_dir && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
@@ -202,6 +231,10 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
         res->mean_step_ms /= res->steps - 1;
         res->samples_per_s = o->batch * r.ranks / (res->mean_step_ms / 1e3);
     }
+    ds_backend_counters c;
+    r.be->counters(r.ctx, &c);
+    res->mem_in_use = c.bytes_in_use;
+    res->mem_peak = c.bytes_peak;
 out:
     run_close(&r);
     return st;

@@ -18,6 +18,7 @@ typedef struct {
     ds_model_cfg model;
     const char *device;        /* "cpu" | "cuda" */
     ds_dtype precision;
+    ds_ctx_opts compute;       /* --deterministic, --tf32 */
     int batch;                 /* utterances per step */
     long steps;                /* stop after this many steps, 0: after epochs */
     int epochs;
@@ -49,6 +50,7 @@ typedef struct {
     double last_cer;                      /* of the last printed training batch */
     double val_cer, val_wer, val_loss;    /* after the last epoch; < 0 without --val */
     double mean_step_ms, samples_per_s;   /* steps after the first (warm) */
+    size_t mem_in_use, mem_peak;          /* backend memory (bytes) after the run, at its peak */
 } ds_train_result;
 
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res);

@@ -3,10 +3,13 @@
  * Every op runs to completion when called, so events are always complete
  * and the asynchronous copies are plain copies. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../backend.h"
+
+char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
 
 extern const ds_ops ds_cpu_ops_f32, ds_cpu_ops_f64;
 
@@ -25,8 +28,9 @@ static size_t round_up(size_t bytes) { return (bytes + DS_ALIGN_BYTES - 1) / DS_
 
 static int cpu_device_count(void) { return 1; }
 
-static ds_status cpu_ctx_create(int device, ds_ctx **out)
+static ds_status cpu_ctx_create(int device, const ds_ctx_opts *opts, ds_ctx **out)
 {
+    (void)opts;   /* every CPU op is deterministic and computes in its own dtype */
     if (device != 0)
         return DS_FAIL(DS_ERR_ARG, "the cpu backend has one device, 0; asked for %d", device);
     *out = calloc(1, sizeof **out);
@@ -151,6 +155,14 @@ static const ds_ops *cpu_ops(ds_dtype t)
     }
 }
 
+static void cpu_describe(char *buf, size_t size)
+{
+    snprintf(buf, size, "cpu:      %s", openblas_get_config());
+}
+
+static void cpu_range_push(ds_ctx *c, const char *name) { (void)c, (void)name; }
+static void cpu_range_pop(ds_ctx *c) { (void)c; }
+
 const ds_backend ds_cpu_backend = {
     .name = "cpu",
     .device_count = cpu_device_count,
@@ -174,4 +186,7 @@ const ds_backend ds_cpu_backend = {
     .event_query = cpu_event_query,
     .counters = cpu_counters,
     .ops = cpu_ops,
+    .describe = cpu_describe,
+    .range_push = cpu_range_push,
+    .range_pop = cpu_range_pop,
 };

@@ -258,8 +258,8 @@ static ds_status side_run(const p_side *s, const p_case *c, double **out)
         out[i] = NULL;
         if (t->kind == P_NULL)
             continue;
-        if (t->role == P_INT)
-            st = p_upload_ints(s, t->n, t->ints, &buf[i]);
+        if (t->role == P_INT)   /* an int output starts at -1: no class, no length */
+            st = p_upload_ints(s, t->n, t->kind == P_OUT ? p_minus_ones(t->n) : t->ints, &buf[i]);
         else
             st = p_upload(s, t->role, t->n, t->kind == P_OUT ? p_nans(t->n) : t->init, &buf[i]);
     }
@@ -317,5 +317,14 @@ void p_add_ints(p_case *c, const char *name, size_t n, const int *v)
 {
     if (c->nt == P_MAX_TENSORS)
         p_fatal(DS_ERR_ARG, "too many tensors in a case");
-    c->t[c->nt++] = (p_tensor){.name = name, .role = P_INT, .kind = P_IN, .n = n, .ints = v};
+    c->t[c->nt++] = (p_tensor){.name = name, .role = P_INT, .kind = v ? P_IN : P_OUT, .n = n,
+                               .ints = v};
+}
+
+int *p_minus_ones(size_t n)
+{
+    int *v = p_ivec(n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = -1;
+    return v;
 }

@@ -15,7 +15,7 @@ static ds_status call_conv_fwd(const p_side *s, void *const *buf, const void *ar
 {
     const ds_conv_geom *g = arg;
     void *work;
-    DS_TRY(p_scratch(s, s->ops->conv2d_work(g), &work));
+    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, g), &work));
     ds_status st = s->ops->conv2d_fwd(s->ctx, g, buf[0], buf[1], buf[2], buf[3], work);
     p_release(s, work);
     return st;
@@ -27,7 +27,7 @@ static ds_status call_conv_bwd(const p_side *s, void *const *buf, const void *ar
 {
     const ds_conv_geom *g = arg;
     void *work;
-    DS_TRY(p_scratch(s, s->ops->conv2d_work(g), &work));
+    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, g), &work));
     ds_status st = s->ops->conv2d_bwd(s->ctx, g, buf[0], buf[1], buf[2], buf[3], buf[4],
                                       buf[5], work);
     p_release(s, work);

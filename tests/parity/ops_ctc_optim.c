@@ -88,6 +88,39 @@ static void ctc_big(void)
     p_scratch_reset();
 }
 
+/* ---- argmax (greedy decoding) ---- */
+
+typedef struct {
+    int t, n, c;
+} am_arg;
+
+/* buf: logits [t][n][c], best [t][n] (int, assigned). */
+static ds_status call_argmax(const p_side *s, void *const *buf, const void *arg)
+{
+    const am_arg *a = arg;
+    return s->ops->argmax(s->ctx, a->t, a->n, a->c, buf[0], buf[1]);
+}
+
+static void argmax_all(void)
+{
+    static const am_arg a = {37, 5, 29}, wide = {3, 2, 300};
+    const am_arg *cases[] = {&a, &wide};
+    const char *names[] = {"t37 n5 c29, ties", "t3 n2 c300"};
+    for (int k = 0; k < 2; k++) {
+        const am_arg *x = cases[k];
+        const size_t nl = (size_t)x->t * x->n * x->c;
+        double *logits = p_rand(P_COMPUTE, nl, -4, 4);
+        for (int j = 0; j < x->c; j++)   /* a tied frame: the lowest class wins */
+            logits[j] = 1;
+        logits[(size_t)x->c + 3] = logits[(size_t)x->c + 7] = 9;   /* a tie of two maxima */
+        p_case c = {"argmax", names[k], .call = call_argmax, .arg = x};
+        p_add(&c, "logits", P_COMPUTE, P_IN, nl, logits);
+        p_add_ints(&c, "best", (size_t)x->t * x->n, NULL);
+        p_run(&c);
+    }
+    p_scratch_reset();
+}
+
 /* ---- loss_total ---- */
 
 typedef struct {
@@ -299,6 +332,7 @@ void p_ctc_optim_cases(void)
 {
     ctc_all();
     ctc_big();
+    argmax_all();
     loss_total_all();
     sumsq_all();
     sumsq_big();

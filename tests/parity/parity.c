@@ -65,7 +65,7 @@ static struct {
     P_OP(linear_bwd, 1),      P_OP(conv_to_seq, 1),    P_OP(conv_to_seq_bwd, 1),
     P_OP(lookahead_fwd, 1),   P_OP(lookahead_bwd, 1),  P_OP(rnn_plan, 1),
     P_OP(rnn_plan_destroy, 0), P_OP(rnn_fwd, 1),       P_OP(rnn_bwd, 1),
-    P_OP(ctc_loss, 1),        P_OP(loss_total, 1),     P_OP(sumsq, 1),
+    P_OP(ctc_loss, 1),        P_OP(argmax, 1),         P_OP(loss_total, 1),     P_OP(sumsq, 1),
     P_OP(sgd_step, 1),        P_OP(adamw_step, 1),
 };
 #define P_NOPS (sizeof ops_list / sizeof ops_list[0])
@@ -190,7 +190,7 @@ static void open_side(p_side *s, const ds_backend *be, ds_dtype dtype, const cha
     s->be = be;
     s->ops = be->ops(dtype);
     s->roles = ds_precision_roles(dtype);
-    ds_status st = be->ctx_create(0, &s->ctx);
+    ds_status st = be->ctx_create(0, NULL, &s->ctx);
     if (st != DS_OK)
         p_fatal(st, what);
 }

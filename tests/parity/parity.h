@@ -127,7 +127,9 @@ int p_has_op(const char *op);
 
 /* Appends a tensor to case c: a real one of role r, or int32 values v [n]. */
 void p_add(p_case *c, const char *name, p_role r, p_kind k, size_t n, const double *init);
+/* v NULL: an int output the op assigns (it starts at -1). */
 void p_add_ints(p_case *c, const char *name, size_t n, const int *v);
+int *p_minus_ones(size_t n);
 /* Runs case c on both sides and reports it. Its host buffers live until the
  * caller's next p_scratch_reset, so a fixture can serve several cases. */
 void p_run(const p_case *c);

@@ -170,7 +170,7 @@ int main(int argc, char **argv)
     T_OK(be->ops(DS_F64) && be->ops(DS_F32)
              ? DS_OK
              : DS_FAIL(DS_ERR_UNSUPPORTED, "%s backend lacks float64 or float32 ops", be->name));
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     T_OK(ds_h5_open(argv[1], 0, &f));
     T_OK(ds_h5_read_attr_f64(f, "num_cases", &num));
     T_CHECK(num >= 1, "%s holds no cases", argv[1]);

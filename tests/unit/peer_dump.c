@@ -137,7 +137,7 @@ static ds_status run(const opts *o)
     ds_status st;
     if (!losses)
         return DS_FAIL(DS_ERR_MEM, "losses");
-    DS_TRY_GOTO(st, be->ctx_create(0, &ctx), out);
+    DS_TRY_GOTO(st, be->ctx_create(0, NULL, &ctx), out);
     ds_model_limits lim = {o->batch, o->frames, ds_synthetic_max_labels(&cfg, o->frames)};
     DS_TRY_GOTO(st, ds_model_create(&cfg, be, ctx, o->dt, &lim, &m), out);
     DS_TRY_GOTO(st, ds_batch_alloc(&b, o->batch, o->frames, cfg.n_features, o->batch * lim.label_len), out);

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     be = t_backend(argc > 1 ? argv[1] : NULL);
     ds_ctx *ctx;
     char dir[] = "/tmp/ds_ckpt_XXXXXX", path[128], other[128];
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     T_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(path, sizeof path, "%s/c.h5", dir);
     snprintf(other, sizeof other, "%s/other.h5", dir);

@@ -429,7 +429,7 @@ int main(int argc, char **argv)
     }
     be = t_backend(backend);
     ds_ctx *ctx;
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     check_refused();
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
         const limit_case *lc = &CASES[c];

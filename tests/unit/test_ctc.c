@@ -413,6 +413,18 @@ static void test_greedy(void)
     T_CHECK(ds_ctc_greedy(sc, T, S, C, 3, out) == 1 && out[0] == 0, "greedy ties, blank 3");
     T_CHECK(ds_ctc_greedy(sc, 0, S, C, 0, out) == 0, "greedy no frames");
 
+    /* the same path from classes already chosen (the backend's argmax), two
+     * utterances interleaved [t][2] as the model's frames are */
+    int both[2 * T];
+    for (int s = 0; s < T; s++)
+        both[2 * s] = best[s], both[2 * s + 1] = (s % 3 == 0) ? 1 : 0;
+    n = ds_ctc_collapse(both, T, 2, 0, out);
+    T_CHECK(n == 4 && out[0] == 2 && out[1] == 2 && out[2] == 3 && out[3] == 3,
+            "collapse AA_AB_BB: %d labels", n);
+    n = ds_ctc_collapse(both + 1, T, 2, 0, out);   /* 1 _ _ 1 _ _ 1 _ */
+    T_CHECK(n == 3 && out[0] == 1 && out[1] == 1 && out[2] == 1, "collapse 1__1__1_: %d labels", n);
+    T_CHECK(ds_ctc_collapse(both, 0, 2, 0, out) == 0, "collapse no frames");
+
     /* through the alphabet: "HI" */
     double sc2[5 * DS_ALPHABET_SIZE] = {0};
     static const int path[] = {9, 9, DS_BLANK, 10, 10};   /* H H _ I I */
@@ -508,7 +520,7 @@ int main(int argc, char **argv)
             be->name);
     if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish("test_ctc");
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
 
     test_tf_vectors(DS_F64);
     test_tf_vectors(DS_F32);

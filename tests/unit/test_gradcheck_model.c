@@ -71,7 +71,7 @@ static void check_case(const gc_case *c)
     ds_batch b = {0};
     const int n = 3, frames = 24;
     T_CHECK(ds_config_parse(c->json, c->name, &cfg) == DS_OK, "%s: config: %s", c->name, ds_last_error());
-    T_CHECK(be->ctx_create(0, &ctx) == DS_OK, "context");
+    T_CHECK(be->ctx_create(0, NULL, &ctx) == DS_OK, "context");
     ds_model_limits lim = {n, frames, ds_synthetic_max_labels(&cfg, frames)};
     ds_status st = ds_model_create(&cfg, be, ctx, DS_F64, &lim, &m);
     if (st == DS_OK)

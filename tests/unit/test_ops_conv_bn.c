@@ -143,7 +143,7 @@ static void conv_fwd(ds_dtype t, const ds_conv_geom *g, const double *x, const d
 {
     const ds_ops *op = be->ops(t);
     void *X = up(t, x, conv_nx(g)), *W = up(t, w, conv_nw(g)), *B = up(t, b, g->co);
-    void *Y = up(t, NULL, conv_ny(g)), *work = up(t, NULL, op->conv2d_work(g));
+    void *Y = up(t, NULL, conv_ny(g)), *work = up(t, NULL, op->conv2d_work(ctx, g));
     must(op->conv2d_fwd(ctx, g, X, W, B, Y, work), "conv2d_fwd");
     down(t, Y, y, conv_ny(g));
     drop(X), drop(W), drop(B), drop(Y), drop(work);
@@ -156,7 +156,7 @@ static void conv_bwd(ds_dtype t, const ds_conv_geom *g, const double *x, const d
     const ds_ops *op = be->ops(t);
     void *X = up(t, x, conv_nx(g)), *W = up(t, w, conv_nw(g)), *DY = up(t, dy, conv_ny(g));
     void *DX = dx ? up(t, dx, conv_nx(g)) : NULL, *DW = up(t, dw, conv_nw(g));
-    void *DB = up(t, db, g->co), *work = up(t, NULL, op->conv2d_work(g));
+    void *DB = up(t, db, g->co), *work = up(t, NULL, op->conv2d_work(ctx, g));
     must(op->conv2d_bwd(ctx, g, X, W, DY, DX, DW, DB, work), "conv2d_bwd");
     if (dx)
         down(t, DX, dx, conv_nx(g));
@@ -319,9 +319,9 @@ static void test_conv(void)
     conv_ref_check(&big_strided, nsmall + 1);
     /* the CPU's column buffer: 8192 positions at most */
     if (strcmp(be->name, "cpu") == 0)
-        T_CHECK(be->ops(DS_F64)->conv2d_work(&big) == 2 * 3 * 3 * 8192,
+        T_CHECK(be->ops(DS_F64)->conv2d_work(ctx, &big) == 2 * 3 * 3 * 8192,
                 "conv2d_work %zu: the column buffer should hold 8192 positions",
-                be->ops(DS_F64)->conv2d_work(&big));
+                be->ops(DS_F64)->conv2d_work(ctx, &big));
 
     /* ho one short of what the geometry implies must be refused */
     ds_conv_geom bad = small[1];
@@ -329,7 +329,7 @@ static void test_conv(void)
     const ds_ops *op = be->ops(DS_F64);
     void *X = up(DS_F64, NULL, conv_nx(&small[1])), *W = up(DS_F64, NULL, conv_nw(&bad));
     void *B = up(DS_F64, NULL, bad.co), *Y = up(DS_F64, NULL, conv_ny(&bad));
-    void *work = up(DS_F64, NULL, op->conv2d_work(&small[1]));
+    void *work = up(DS_F64, NULL, op->conv2d_work(ctx, &small[1]));
     T_CHECK(op->conv2d_fwd(ctx, &bad, X, W, B, Y, work) == DS_ERR_ARG,
             "conv2d_fwd accepted ho that does not match the geometry");
     drop(X), drop(W), drop(B), drop(Y), drop(work);
@@ -704,7 +704,7 @@ int main(int argc, char **argv)
             be->name);
     if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish(__FILE__);
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     ds_rng_seed(&rng, 20240611);
 
     test_conv();

@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     T_CHECK(op64 && op32, "%s backend lacks float64 or float32 ops", be->name);
     if (!op64 || !op32)
         return t_finish(__FILE__);
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     ds_rng rng;
     ds_rng_seed(&rng, 42);
     check_linear(&rng);

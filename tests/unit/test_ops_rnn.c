@@ -629,7 +629,7 @@ int main(int argc, char **argv)
             be->name);
     if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish(__FILE__);
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     check_bad_plans();
     uint64_t seed = 1;
     for (int cell = DS_CELL_LSTM; cell <= DS_CELL_RNN_RELU; cell++)

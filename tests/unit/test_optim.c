@@ -517,7 +517,7 @@ int main(int argc, char **argv)
             be->name);
     if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish("test_optim");
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
 
     test_lr_constant();
     test_lr_anneal();

@@ -29,7 +29,7 @@ int main(int argc, char **argv)
     ds_batch b;
     const int n = 4, frames = 200;
     T_OK(ds_config_preset("tiny", &cfg));
-    T_OK(be->ctx_create(0, &ctx));
+    T_OK(be->ctx_create(0, NULL, &ctx));
     ds_model_limits lim = {n, frames, ds_synthetic_max_labels(&cfg, frames)};
     T_OK(ds_model_create(&cfg, be, ctx, DS_F32, &lim, &m));
     T_OK(ds_model_init_params(m, 3));

@@ -1,0 +1,527 @@
+/* batchnorm.cu - length-aware BatchNorm over a ds_view [n][c][p] (twin of
+ * src/cpu/batchnorm.inc, whose formulas and precisions are kept here).
+ *
+ * Only real positions (p / p_per_t < len[i]) enter the statistics and get
+ * output; y is zero at padding and dx gets nothing there. Per-channel sums
+ * are taken in double and are deterministic: every reduction has a launch
+ * shape that depends only on the channel count, a fixed per-thread order and
+ * a fixed tree, and no atomics.
+ *
+ * Every op walks the view channel by channel in one of two shapes, picked by
+ * which stride is 1 so that neighbouring threads read neighbouring elements:
+ *  - channel blocks (conv maps [N][C][T][F], sp == 1, and any other strides):
+ *    block x = one channel, its threads across positions;
+ *  - channel tiles (sequences [T][N][C], sc == 1): a block is TILE_C
+ *    neighbouring channels (threadIdx.x) by TILE_R rows (threadIdx.y), rows
+ *    being (pos, i) in that order, which is memory order for sequences.
+ * Reductions launch one block per channel (tile) with a single row of blocks;
+ * the elementwise passes add blocks along the positions to fill the device.
+ *
+ * An op is a functor with param(ch) (its per-channel constants, computed
+ * once per thread) and add (reductions: sums of one real element, plus any
+ * elementwise side effect), done (reductions: the channel's totals) or set
+ * (elementwise passes: one element, real or padding). */
+#include "ops_cuda.h"
+
+#define CB_REDUCE 1024 /* threads of a channel block that reduces: the channel's only block */
+#define CB_MAP 256     /* threads of a channel block of an elementwise pass */
+#define TILE_C 8       /* channels of a tile: 32 bytes of floats, one memory sector */
+#define TILE_R 64      /* rows of a tile */
+
+/* Real positions of utterance i: len[i] * p_per_t clamped to [0, p]. */
+static __device__ long bn_real_p(const ds_view &v, const int *len, int i)
+{
+    long r = (long)__ldg(&len[i]) * v.p_per_t;
+    return r < 0 ? 0 : (r > v.p ? v.p : r);
+}
+
+/* Channel tiles are for views whose channels are contiguous and positions
+ * are not (sequences); channel blocks serve everything else. */
+static bool bn_tiled(const ds_view *v) { return v->sc == 1 && v->sp != 1; }
+
+/* ---- the two walks ---- */
+
+/* The sum of v over a warp, in lane 0 (fixed shuffle tree). */
+static __device__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Reduction, channel blocks: grid (c), block CB_REDUCE. Thread t sums
+ * positions t, t + CB_REDUCE, ... of each utterance in turn; then warps, then
+ * the block's warps, in fixed trees. */
+template <class Op> static __global__ void __launch_bounds__(CB_REDUCE)
+bn_reduce_cb(ds_view v, const int *len, Op op)
+{
+    __shared__ double part[2][CB_REDUCE / 32];
+    const int ch = blockIdx.x;
+    const typename Op::param_t pr = op.param(ch);
+    double s1 = 0, s2 = 0;
+    for (int i = 0; i < v.n; i++) {
+        const long base = (long)i * v.sn + (long)ch * v.sc, rp = bn_real_p(v, len, i);
+        for (long p = threadIdx.x; p < rp; p += CB_REDUCE)
+            op.add(pr, base + p * v.sp, s1, s2);
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) {
+        part[0][warp] = s1;
+        part[1][warp] = s2;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        s1 = warp_sum(lane < CB_REDUCE / 32 ? part[0][lane] : 0.0);
+        s2 = warp_sum(lane < CB_REDUCE / 32 ? part[1][lane] : 0.0);
+        if (lane == 0)
+            op.done(pr, ch, s1, s2);
+    }
+}
+
+/* Walks rows r = pos * n + i, starting at r0 and stepping by step, calling
+ * f(i, pos) for each while pos < p; no divisions inside the loop. */
+template <class F>
+static __device__ void bn_rows(const ds_view &v, long r0, long step, F &f)
+{
+    if (v.n <= 0)
+        return;
+    const long dpos = step / v.n;
+    const int di = (int)(step % v.n);
+    long pos = r0 / v.n;
+    int i = (int)(r0 % v.n);
+    while (pos < v.p) {
+        f(i, pos);
+        i += di;
+        pos += dpos;
+        if (i >= v.n) {
+            i -= v.n;
+            pos++;
+        }
+    }
+}
+
+/* One channel's running sums over the real rows of a tile. */
+template <class Op> struct bn_tile_sum {
+    const ds_view &v;
+    const int *len;
+    const Op &op;
+    const typename Op::param_t &pr;
+    long coff;   /* the channel's offset, ch * sc */
+    double s1, s2;
+    __device__ void operator()(int i, long pos)
+    {
+        if (pos < bn_real_p(v, len, i))
+            op.add(pr, (long)i * v.sn + coff + pos * v.sp, s1, s2);
+    }
+};
+
+/* Reduction, channel tiles: grid (ceil(c / TILE_C)), block (TILE_C, TILE_R).
+ * Thread (x, y) sums rows y, y + TILE_R, ... of channel x of the tile; the
+ * TILE_R partial sums of a channel then meet in a fixed tree. */
+template <class Op> static __global__ void __launch_bounds__(TILE_C * TILE_R)
+bn_reduce_tile(ds_view v, const int *len, Op op)
+{
+    __shared__ double part[2][TILE_R][TILE_C];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int ch = blockIdx.x * TILE_C + tx;
+    const bool live = ch < v.c;
+    const typename Op::param_t pr = op.param(live ? ch : 0);
+    bn_tile_sum<Op> acc{v, len, op, pr, (long)ch * v.sc, 0, 0};
+    if (live)
+        bn_rows(v, ty, TILE_R, acc);
+    part[0][ty][tx] = acc.s1;
+    part[1][ty][tx] = acc.s2;
+    __syncthreads();
+    for (int s = TILE_R / 2; s > 0; s /= 2) {
+        if (ty < s) {
+            part[0][ty][tx] += part[0][ty + s][tx];
+            part[1][ty][tx] += part[1][ty + s][tx];
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && live)
+        op.done(pr, ch, part[0][0][tx], part[1][0][tx]);
+}
+
+/* Elementwise pass, channel blocks: grid (c, chunks), block CB_MAP; the
+ * chunks split each utterance's positions. */
+template <class Op> static __global__ void __launch_bounds__(CB_MAP)
+bn_map_cb(ds_view v, const int *len, Op op)
+{
+    const int ch = blockIdx.x;
+    const typename Op::param_t pr = op.param(ch);
+    const long p0 = (long)blockIdx.y * CB_MAP + threadIdx.x, step = (long)gridDim.y * CB_MAP;
+    for (int i = 0; i < v.n; i++) {
+        const long base = (long)i * v.sn + (long)ch * v.sc, rp = bn_real_p(v, len, i);
+        for (long p = p0; p < v.p; p += step)
+            op.set(pr, base + p * v.sp, p < rp);
+    }
+}
+
+/* One channel's elements over the rows of a tile, real or padding. */
+template <class Op> struct bn_tile_set {
+    const ds_view &v;
+    const int *len;
+    const Op &op;
+    const typename Op::param_t &pr;
+    long coff;
+    __device__ void operator()(int i, long pos)
+    {
+        op.set(pr, (long)i * v.sn + coff + pos * v.sp, pos < bn_real_p(v, len, i));
+    }
+};
+
+/* Elementwise pass, channel tiles: grid (ceil(c / TILE_C), chunks), block
+ * (TILE_C, TILE_R); the chunks split the rows. */
+template <class Op> static __global__ void __launch_bounds__(TILE_C * TILE_R)
+bn_map_tile(ds_view v, const int *len, Op op)
+{
+    const int ch = blockIdx.x * TILE_C + threadIdx.x;
+    if (ch >= v.c)
+        return;
+    const typename Op::param_t pr = op.param(ch);
+    bn_tile_set<Op> f{v, len, op, pr, (long)ch * v.sc};
+    bn_rows(v, (long)blockIdx.y * TILE_R + threadIdx.y, (long)gridDim.y * TILE_R, f);
+}
+
+/* Channel tiles across the channels. */
+static unsigned bn_tiles(const ds_view *v) { return (unsigned)((v->c + TILE_C - 1) / TILE_C); }
+
+/* Blocks along the positions for an elementwise pass: with the across
+ * blocks along the channels, about per_sm blocks per multiprocessor (a full
+ * one), never more than the positions need. */
+static unsigned bn_chunks(const ds_ctx *ctx, int per_sm, long across, long need)
+{
+    long want = (long)ctx->sms * per_sm / across;
+    if (want > need)
+        want = need;
+    if (want > 65535)
+        want = 65535;
+    return want < 1 ? 1u : (unsigned)want;
+}
+
+/* Runs reduction op over view v: one block per channel (tile). */
+template <class Op>
+static ds_status bn_reduce(ds_ctx *ctx, const ds_view *v, const int *len, const Op &op)
+{
+    if (v->c <= 0)
+        return DS_OK;
+    if (bn_tiled(v))
+        bn_reduce_tile<Op><<<bn_tiles(v), dim3(TILE_C, TILE_R), 0, ctx->stream>>>(*v, len, op);
+    else
+        bn_reduce_cb<Op><<<(unsigned)v->c, CB_REDUCE, 0, ctx->stream>>>(*v, len, op);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* Runs elementwise op over every element of view v. */
+template <class Op>
+static ds_status bn_map(ds_ctx *ctx, const ds_view *v, const int *len, const Op &op)
+{
+    if (v->c <= 0 || v->n <= 0 || v->p <= 0)
+        return DS_OK;   /* no elements */
+    if (bn_tiled(v)) {
+        const long rows = (long)v->n * v->p;
+        const unsigned tiles = bn_tiles(v);
+        const long need = (rows + TILE_R - 1) / TILE_R;
+        dim3 grid(tiles, bn_chunks(ctx, 2048 / (TILE_C * TILE_R), tiles, need));
+        bn_map_tile<Op><<<grid, dim3(TILE_C, TILE_R), 0, ctx->stream>>>(*v, len, op);
+    } else {
+        const long need = (v->p + CB_MAP - 1) / CB_MAP;
+        dim3 grid((unsigned)v->c, bn_chunks(ctx, 2048 / CB_MAP, v->c, need));
+        bn_map_cb<Op><<<grid, CB_MAP, 0, ctx->stream>>>(*v, len, op);
+    }
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* ---- the ops ---- */
+
+struct bn_none {};
+
+/* mom [2c] = sum x, sum x^2 (assigns). */
+template <typename T> struct bn_moments_op {
+    typedef bn_none param_t;
+    const T *x;
+    T *mom;
+    int c;
+    __device__ param_t param(int) const { return {}; }
+    __device__ void add(const param_t &, long e, double &s1, double &s2) const
+    {
+        double a = x[e];
+        s1 += a;
+        s2 += a * a;
+    }
+    __device__ void done(const param_t &, int ch, double s1, double s2) const
+    {
+        mom[ch] = (T)s1;
+        mom[c + ch] = (T)s2;
+    }
+};
+
+/* x: view v, len [v.n]; mom [2*c] (stats): sum x, then sum x^2 (assigns). */
+template <typename T>
+ds_status cuda_bn_moments(ds_ctx *ctx, const ds_view *v, const int *len, const void *x,
+                          void *mom)
+{
+    return bn_reduce(ctx, v, len, bn_moments_op<T>{(const T *)x, (T *)mom, v->c});
+}
+
+/* The batch statistics of channel ch from the summed moments mom [2c], as
+ * the CPU takes them: biased variance, clamped at 0 against rounding. */
+template <typename T>
+static __device__ void bn_batch_stats(const T *mom, int c, int ch, double count, double eps,
+                                      double &mean, double &var, double &invstd)
+{
+    mean = mom[ch] / count;
+    var = mom[c + ch] / count - mean * mean;
+    if (var < 0)
+        var = 0;
+    invstd = 1 / sqrt(var + eps);
+}
+
+/* Per channel: save_mean, save_invstd (assign) and the running estimates
+ * (unbiased variance; one value has no spread, so its biased 0 stays). */
+template <typename T>
+static __global__ void bn_train_stats_kernel(int c, double count, double eps, double momentum,
+                                             const T *mom, T *save_mean, T *save_invstd,
+                                             T *run_mean, T *run_var)
+{
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        double mean, var, invstd;
+        bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
+        double unbiased = count > 1 ? var * count / (count - 1) : var;
+        save_mean[ch] = (T)mean;
+        save_invstd[ch] = (T)invstd;
+        run_mean[ch] = (T)((1 - momentum) * run_mean[ch] + momentum * mean);
+        run_var[ch] = (T)((1 - momentum) * run_var[ch] + momentum * unbiased);
+    }
+}
+
+/* y = (x - mean) * scale + shift at real positions, 0 at padding; mean,
+ * scale and shift rounded to T from double, the rest in T, as bn_apply. */
+template <typename T> struct bn_affine {
+    T mean, scale, shift;
+};
+
+/* Training mode: statistics from mom and count. */
+template <typename T> struct bn_apply_train_op {
+    typedef bn_affine<T> param_t;
+    const T *x, *mom, *gamma, *beta;
+    T *y;
+    int c;
+    double count, eps;
+    __device__ param_t param(int ch) const
+    {
+        double mean, var, invstd;
+        bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
+        return {(T)mean, (T)(invstd * gamma[ch]), beta[ch]};
+    }
+    __device__ void set(const param_t &a, long e, bool real) const
+    {
+        y[e] = real ? (x[e] - a.mean) * a.scale + a.shift : (T)0;
+    }
+};
+
+/* Evaluation mode: the running estimates. */
+template <typename T> struct bn_apply_eval_op {
+    typedef bn_affine<T> param_t;
+    const T *x, *gamma, *beta, *run_mean, *run_var;
+    T *y;
+    double eps;
+    __device__ param_t param(int ch) const
+    {
+        double invstd = 1 / sqrt((double)run_var[ch] + eps);
+        return {run_mean[ch], (T)(invstd * gamma[ch]), beta[ch]};
+    }
+    __device__ void set(const param_t &a, long e, bool real) const
+    {
+        y[e] = real ? (x[e] - a.mean) * a.scale + a.shift : (T)0;
+    }
+};
+
+/* x, y: view v, len [v.n]; mom [2c] from bn_moments (possibly summed over
+ * ranks) with count real positions behind it; gamma, beta [c];
+ * save_mean, save_invstd [c] (assign); run_mean, run_var [c] updated. */
+template <typename T>
+ds_status cuda_bn_fwd_train(ds_ctx *ctx, const ds_view *v, const int *len, double count,
+                            const void *x, const void *mom, const void *gamma, const void *beta,
+                            double eps, double momentum, void *y, void *save_mean,
+                            void *save_invstd, void *run_mean, void *run_var)
+{
+    if (!(count > 0))
+        return DS_FAIL(DS_ERR_ARG, "bn_fwd_train: no real positions (count %g)", count);
+    if (v->c <= 0)
+        return DS_OK;
+    bn_train_stats_kernel<T><<<ds_cuda_grid(ctx, (size_t)v->c), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        v->c, count, eps, momentum, (const T *)mom, (T *)save_mean, (T *)save_invstd,
+        (T *)run_mean, (T *)run_var);
+    DS_LAUNCHED();
+    return bn_map(ctx, v, len,
+                  bn_apply_train_op<T>{(const T *)x, (const T *)mom, (const T *)gamma,
+                                       (const T *)beta, (T *)y, v->c, count, eps});
+}
+
+/* x, y: view v, len [v.n]; gamma, beta, run_mean, run_var [c]. */
+template <typename T>
+ds_status cuda_bn_fwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const void *x,
+                           const void *gamma, const void *beta, const void *run_mean,
+                           const void *run_var, double eps, void *y)
+{
+    return bn_map(ctx, v, len,
+                  bn_apply_eval_op<T>{(const T *)x, (const T *)gamma, (const T *)beta,
+                                      (const T *)run_mean, (const T *)run_var, (T *)y, eps});
+}
+
+/* mom [2c] = sum dy, (sum dy * (x - mean)) * invstd (assigns). */
+template <typename T> struct bn_bwd_moments_op {
+    typedef double param_t;   /* the channel's mean */
+    const T *dy, *x, *save_mean, *save_invstd;
+    T *mom;
+    int c;
+    __device__ param_t param(int ch) const { return save_mean[ch]; }
+    __device__ void add(const param_t &mean, long e, double &s1, double &s2) const
+    {
+        double d = dy[e];
+        s1 += d;
+        s2 += d * (x[e] - mean);
+    }
+    __device__ void done(const param_t &, int ch, double s1, double s2) const
+    {
+        mom[ch] = (T)s1;
+        mom[c + ch] = (T)(s2 * save_invstd[ch]);
+    }
+};
+
+/* dy, x: view v, len [v.n]; save_mean, save_invstd [c];
+ * mom [2*c]: sum dy, then sum dy*xhat (assigns). */
+template <typename T>
+ds_status cuda_bn_bwd_moments(ds_ctx *ctx, const ds_view *v, const int *len, const void *dy,
+                              const void *x, const void *save_mean, const void *save_invstd,
+                              void *mom)
+{
+    return bn_reduce(ctx, v, len,
+                     bn_bwd_moments_op<T>{(const T *)dy, (const T *)x, (const T *)save_mean,
+                                          (const T *)save_invstd, (T *)mom, v->c});
+}
+
+/* Training-mode backward: dx += k * (n*dy - sum dy - xhat * sum dy*xhat)
+ * with k = gamma * invstd / count, all in T as the CPU; dgamma += sum
+ * dy*xhat and dbeta += sum dy over this call's own positions. */
+template <typename T> struct bn_bwd_train_k {
+    T mean, inv, k, n, sdy, sdyx;
+};
+
+template <typename T> struct bn_bwd_train_op {
+    typedef bn_bwd_train_k<T> param_t;
+    const T *dy, *x, *gamma, *save_mean, *save_invstd, *mom;
+    T *dx, *dgamma, *dbeta;
+    int c;
+    double count;
+    __device__ param_t param(int ch) const
+    {
+        const T inv = save_invstd[ch], gi = gamma[ch] * inv;
+        return {save_mean[ch], inv, (T)(gi / count), (T)count, mom[ch], mom[c + ch]};
+    }
+    __device__ void add(const param_t &q, long e, double &s1, double &s2) const
+    {
+        const T d = dy[e], xhat = (x[e] - q.mean) * q.inv;
+        if (dx)
+            dx[e] += q.k * (q.n * d - q.sdy - xhat * q.sdyx);
+        s1 += d;
+        s2 += (double)d * xhat;
+    }
+    __device__ void done(const param_t &, int ch, double s1, double s2) const
+    {
+        dgamma[ch] += (T)s2;
+        dbeta[ch] += (T)s1;
+    }
+};
+
+/* dy, x, dx: view v, len [v.n]; gamma, save_mean, save_invstd [c]; mom [2*c]
+ * from bn_bwd_moments (possibly summed over ranks) with count behind it.
+ * dx (or NULL), dgamma, dbeta [c] accumulate. */
+template <typename T>
+ds_status cuda_bn_bwd_train(ds_ctx *ctx, const ds_view *v, const int *len, double count,
+                            const void *dy, const void *x, const void *gamma,
+                            const void *save_mean, const void *save_invstd, const void *mom,
+                            void *dx, void *dgamma, void *dbeta)
+{
+    if (!(count > 0))
+        return DS_FAIL(DS_ERR_ARG, "bn_bwd_train: no real positions (count %g)", count);
+    return bn_reduce(ctx, v, len,
+                     bn_bwd_train_op<T>{(const T *)dy, (const T *)x, (const T *)gamma,
+                                        (const T *)save_mean, (const T *)save_invstd,
+                                        (const T *)mom, (T *)dx, (T *)dgamma, (T *)dbeta, v->c,
+                                        count});
+}
+
+/* Evaluation-mode backward: the running statistics are constants, so
+ * dx += gamma * invstd * dy; dgamma, dbeta as in training. */
+template <typename T> struct bn_bwd_eval_k {
+    T mean, inv, k;
+};
+
+template <typename T> struct bn_bwd_eval_op {
+    typedef bn_bwd_eval_k<T> param_t;
+    const T *dy, *x, *gamma, *run_mean, *run_var;
+    T *dx, *dgamma, *dbeta;
+    double eps;
+    __device__ param_t param(int ch) const
+    {
+        const T inv = (T)(1 / sqrt((double)run_var[ch] + eps));
+        return {run_mean[ch], inv, gamma[ch] * inv};
+    }
+    __device__ void add(const param_t &q, long e, double &s1, double &s2) const
+    {
+        const T d = dy[e], xc = x[e] - q.mean;
+        if (dx)
+            dx[e] += q.k * d;
+        s1 += d;
+        s2 += (double)d * xc * q.inv;
+    }
+    __device__ void done(const param_t &, int ch, double s1, double s2) const
+    {
+        dgamma[ch] += (T)s2;
+        dbeta[ch] += (T)s1;
+    }
+};
+
+/* dy, x, dx: view v, len [v.n]; gamma, run_mean, run_var [c].
+ * dx (or NULL), dgamma, dbeta [c] accumulate. */
+template <typename T>
+ds_status cuda_bn_bwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const void *dy,
+                           const void *x, const void *gamma, const void *run_mean,
+                           const void *run_var, double eps, void *dx, void *dgamma, void *dbeta)
+{
+    return bn_reduce(ctx, v, len,
+                     bn_bwd_eval_op<T>{(const T *)dy, (const T *)x, (const T *)gamma,
+                                       (const T *)run_mean, (const T *)run_var, (T *)dx,
+                                       (T *)dgamma, (T *)dbeta, eps});
+}
+
+#define BN_INSTANTIATE(T)                                                                     \
+    template ds_status cuda_bn_moments<T>(ds_ctx *, const ds_view *, const int *, const void *, \
+                                          void *);                                            \
+    template ds_status cuda_bn_fwd_train<T>(ds_ctx *, const ds_view *, const int *, double,     \
+                                            const void *, const void *, const void *,          \
+                                            const void *, double, double, void *, void *,      \
+                                            void *, void *, void *);                           \
+    template ds_status cuda_bn_fwd_eval<T>(ds_ctx *, const ds_view *, const int *, const void *, \
+                                           const void *, const void *, const void *,          \
+                                           const void *, double, void *);                     \
+    template ds_status cuda_bn_bwd_moments<T>(ds_ctx *, const ds_view *, const int *,          \
+                                              const void *, const void *, const void *,        \
+                                              const void *, void *);                           \
+    template ds_status cuda_bn_bwd_train<T>(ds_ctx *, const ds_view *, const int *, double,     \
+                                            const void *, const void *, const void *,          \
+                                            const void *, const void *, const void *, void *,  \
+                                            void *, void *);                                   \
+    template ds_status cuda_bn_bwd_eval<T>(ds_ctx *, const ds_view *, const int *, const void *, \
+                                           const void *, const void *, const void *,          \
+                                           const void *, double, void *, void *, void *);
+
+BN_INSTANTIATE(float)
+BN_INSTANTIATE(double)

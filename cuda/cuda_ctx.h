@@ -1,0 +1,109 @@
+/* cuda_ctx.h - the CUDA backend's context, its checked-call macros and the
+ * launch helpers every op family (one .cu file each) shares. Private to cuda/.
+ *
+ * Every CUDA, cuBLAS(Lt) and cuDNN call goes through DS_CUDA / DS_CUBLAS /
+ * DS_CUDNN, which return a ds_status naming the file, the line, the call and
+ * the library's message; every kernel launch is followed by DS_LAUNCHED(). */
+#ifndef DS_CUDA_CTX_H
+#define DS_CUDA_CTX_H
+
+#include <cstddef>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+struct ds_cuda_conv_cache;   /* conv.cu: the algorithm chosen for each shape */
+struct ds_cuda_uploads;      /* upload_ring.cu: pinned staging of host-to-device copies */
+
+struct ds_ctx {
+    int device;
+    int sms;                        /* multiprocessors: sizes grid-stride launches */
+    ds_ctx_opts opts;               /* deterministic, tf32 */
+    cudaStream_t stream;            /* every op of this context is queued here */
+    cublasLtHandle_t lt;
+    void *lt_work;                  /* cuBLASLt workspace [lt_work_bytes] */
+    size_t lt_work_bytes;
+    cudnnHandle_t dnn;
+    ds_cuda_conv_cache *conv;       /* owned by conv.cu; freed by ds_cuda_conv_cache_free */
+    double *partials;               /* [DS_CUDA_PARTIALS] per-block sums of the deterministic
+                                     * two-pass reductions (sumsq); one reduction at a time */
+    ds_cuda_uploads *uploads;       /* owned by upload_ring.cu */
+};
+
+/* Blocks of a two-pass reduction at most: the size of ds_ctx.partials. */
+#define DS_CUDA_PARTIALS 1024
+
+struct ds_event {
+    cudaEvent_t e;
+    int device;
+};
+
+void ds_cuda_conv_cache_free(ds_ctx *c);
+
+/* Queues a copy of host [bytes] to dst on c's stream without waiting for the
+ * work queued before it; host may be reused when the call returns. */
+ds_status ds_cuda_upload(ds_ctx *c, const void *host, size_t bytes, void *dst);
+void ds_cuda_uploads_free(ds_ctx *c);
+
+#define DS_CUDA(call)                                                                         \
+    do {                                                                                      \
+        cudaError_t ds_e_ = (call);                                                           \
+        if (ds_e_ != cudaSuccess)                                                             \
+            return DS_FAIL(ds_e_ == cudaErrorMemoryAllocation ? DS_ERR_MEM : DS_ERR_BACKEND,  \
+                           "%s: %s (%s)", #call, cudaGetErrorString(ds_e_),                   \
+                           cudaGetErrorName(ds_e_));                                          \
+    } while (0)
+
+#define DS_CUBLAS(call)                                                                       \
+    do {                                                                                      \
+        cublasStatus_t ds_b_ = (call);                                                        \
+        if (ds_b_ != CUBLAS_STATUS_SUCCESS)                                                   \
+            return DS_FAIL(ds_b_ == CUBLAS_STATUS_ALLOC_FAILED ? DS_ERR_MEM : DS_ERR_BACKEND,  \
+                           "%s: %s", #call, cublasLtGetStatusString(ds_b_));                  \
+    } while (0)
+
+#define DS_CUDNN(call)                                                                        \
+    do {                                                                                      \
+        cudnnStatus_t ds_d_ = (call);                                                         \
+        if (ds_d_ != CUDNN_STATUS_SUCCESS)                                                    \
+            return DS_FAIL(ds_d_ == CUDNN_STATUS_ALLOC_FAILED ? DS_ERR_MEM : DS_ERR_BACKEND,   \
+                           "%s: %s", #call, cudnnGetErrorString(ds_d_));                      \
+    } while (0)
+
+/* After every <<<...>>>: a bad launch configuration is reported here, a fault
+ * inside the kernel at the next synchronising call. */
+#define DS_LAUNCHED() DS_CUDA(cudaGetLastError())
+
+/* Threads per block of the elementwise and reduction kernels. */
+#define DS_CUDA_BLOCK 256
+
+/* Blocks for a grid-stride loop over n elements: enough to fill the device,
+ * never more than the work needs (at least 1, so a launch is always valid). */
+static inline unsigned ds_cuda_grid(const ds_ctx *c, size_t n, int block = DS_CUDA_BLOCK)
+{
+    size_t want = (n + block - 1) / block;
+    size_t cap = (size_t)c->sms * 32;
+    if (want > cap)
+        want = cap;
+    return want ? (unsigned)want : 1u;
+}
+
+/* The cuDNN data type of T. */
+template <typename T> struct ds_cudnn_type;
+template <> struct ds_cudnn_type<float> { static constexpr cudnnDataType_t v = CUDNN_DATA_FLOAT; };
+template <> struct ds_cudnn_type<double> { static constexpr cudnnDataType_t v = CUDNN_DATA_DOUBLE; };
+
+/* The math cuDNN may use for T: FP32 runs FMA only (no TF32) unless the run
+ * asked for --tf32, then cuDNN's default (TF32 allowed, never FP16); FP64 is
+ * exact whatever cuDNN picks (as PyTorch sets it). */
+template <typename T> static inline cudnnMathType_t ds_cudnn_math(const ds_ctx *c)
+{
+    return sizeof(T) == 4 && !c->opts.tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+#endif

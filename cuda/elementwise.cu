@@ -1,0 +1,109 @@
+/* elementwise.cu - padding mask and Hardtanh (twin of src/cpu/elementwise.inc). */
+#include "ops_cuda.h"
+
+/* Real positions of utterance i: len[i] * p_per_t clamped to [0, p]. */
+static __device__ long mask_real_p(const ds_view &v, const int *len, int i)
+{
+    long r = (long)__ldg(&len[i]) * v.p_per_t;
+    return r < 0 ? 0 : (r > v.p ? v.p : r);
+}
+
+/* Zero the padding of x (view v, len [v.n]). The view is walked as rows of
+ * its innermost dimension, so that a block's threads write neighbours:
+ * chan_inner: rows (pos, i) over channels (sequences [T][N][C], sc == 1);
+ * otherwise rows (i, ch) over positions (conv maps, sp == 1; any strides). */
+template <typename T>
+static __global__ void mask_kernel(ds_view v, const int *len, T *x, bool chan_inner)
+{
+    const long rows = chan_inner ? (long)v.p * v.n : (long)v.n * v.c;
+    for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+        if (chan_inner) {
+            int i = (int)(r % v.n);
+            long pos = r / v.n;
+            if (pos < mask_real_p(v, len, i))
+                continue;   /* a real frame: nothing to zero in this row */
+            T *row = x + (long)i * v.sn + pos * v.sp;
+            for (int ch = threadIdx.x; ch < v.c; ch += blockDim.x)
+                row[(long)ch * v.sc] = 0;
+        } else {
+            int i = (int)(r / v.c), ch = (int)(r % v.c);
+            T *row = x + (long)i * v.sn + (long)ch * v.sc;
+            for (long pos = mask_real_p(v, len, i) + threadIdx.x; pos < v.p; pos += blockDim.x)
+                row[pos * v.sp] = 0;
+        }
+    }
+}
+
+/* x: view v, len [v.n]; padding positions set to zero, real ones untouched. */
+template <typename T> ds_status cuda_mask(ds_ctx *ctx, const ds_view *v, const int *len, void *x)
+{
+    if (v->n <= 0 || v->c <= 0 || v->p <= 0)
+        return DS_OK;   /* no elements */
+    const bool chan_inner = v->sc == 1 && v->sp != 1;
+    const long rows = chan_inner ? (long)v->p * v->n : (long)v->n * v->c;
+    const long cap = (long)ctx->sms * 32;
+    const unsigned grid = (unsigned)(rows < cap ? rows : cap);
+    mask_kernel<T><<<grid, DS_CUDA_BLOCK, 0, ctx->stream>>>(*v, len, (T *)x, chan_inner);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* x, y [n]; y may alias x (each element read before its own write). NaN
+ * passes through, as on the CPU (both comparisons false). */
+template <typename T>
+static __global__ void hardtanh_fwd_kernel(size_t n, T lo, T hi, const T *x, T *y)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        T a = x[e];
+        y[e] = a < lo ? lo : (a > hi ? hi : a);
+    }
+}
+
+/* y, dy, dx [n]: dx += dy where the output was not clamped (lo < y < hi). */
+template <typename T>
+static __global__ void hardtanh_bwd_kernel(size_t n, T lo, T hi, const T *y, const T *dy, T *dx)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        T a = y[e];
+        if (a > lo && a < hi)
+            dx[e] += dy[e];
+    }
+}
+
+/* x, y [n] (assigns). */
+template <typename T>
+ds_status cuda_hardtanh_fwd(ds_ctx *ctx, size_t n, double lo, double hi, const void *x, void *y)
+{
+    if (n == 0)
+        return DS_OK;
+    hardtanh_fwd_kernel<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, (T)lo, (T)hi, (const T *)x, (T *)y);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* y, dy [n]; dx [n] accumulates. */
+template <typename T>
+ds_status cuda_hardtanh_bwd(ds_ctx *ctx, size_t n, double lo, double hi, const void *y,
+                            const void *dy, void *dx)
+{
+    if (n == 0)
+        return DS_OK;
+    hardtanh_bwd_kernel<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, (T)lo, (T)hi, (const T *)y, (const T *)dy, (T *)dx);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+template ds_status cuda_mask<float>(ds_ctx *, const ds_view *, const int *, void *);
+template ds_status cuda_mask<double>(ds_ctx *, const ds_view *, const int *, void *);
+template ds_status cuda_hardtanh_fwd<float>(ds_ctx *, size_t, double, double, const void *,
+                                            void *);
+template ds_status cuda_hardtanh_fwd<double>(ds_ctx *, size_t, double, double, const void *,
+                                             void *);
+template ds_status cuda_hardtanh_bwd<float>(ds_ctx *, size_t, double, double, const void *,
+                                            const void *, void *);
+template ds_status cuda_hardtanh_bwd<double>(ds_ctx *, size_t, double, double, const void *,
+                                             const void *, void *);

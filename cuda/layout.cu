@@ -1,0 +1,90 @@
+/* layout.cu - conv maps [N][C][T][F] to sequences [T][N][C*F] and back (twin
+ * of src/cpu/layout.inc). Both layouts keep a frame's f frequencies of one
+ * channel contiguous, so each kernel walks the side it writes in memory
+ * order (one block per row of it) and the other side in runs of f. */
+#include "ops_cuda.h"
+
+/* Blocks of a grid-stride loop over rows: up to 32 per multiprocessor. */
+static unsigned layout_grid(const ds_ctx *ctx, size_t rows)
+{
+    size_t cap = (size_t)ctx->sms * 32;
+    return (unsigned)(rows < cap ? rows : cap);
+}
+
+/* x [n][c][t][f] -> y [t][n][c*f] (assigns). Row (s, i) of y is c*f
+ * contiguous elements; element e of it is channel e / f, frequency e % f. */
+template <typename T>
+static __global__ void conv_to_seq_kernel(int n, int c, int t, int f, const T *x, T *y)
+{
+    const int cf = c * f;
+    for (size_t row = blockIdx.x; row < (size_t)t * n; row += gridDim.x) {
+        const size_t s = row / n, i = row % n;
+        T *yr = y + row * cf;
+        const T *xr = x + (i * c * t + s) * f;   /* x[i][0][s][0] */
+        for (int e = threadIdx.x; e < cf; e += blockDim.x) {
+            const int ch = e / f, j = e - ch * f;
+            yr[e] = xr[(size_t)ch * t * f + j];
+        }
+    }
+}
+
+/* dy [t][n][c*f] accumulates into dx [n][c][t][f]. Row (i, ch) of dx is t*f
+ * contiguous elements (read and written); element e of it is frame e / f,
+ * frequency e % f. */
+template <typename T>
+static __global__ void conv_to_seq_bwd_kernel(int n, int c, int t, int f, const T *dy, T *dx)
+{
+    const int tf = t * f;
+    const size_t ncf = (size_t)n * c * f;   /* one frame of dy */
+    for (size_t row = blockIdx.x; row < (size_t)n * c; row += gridDim.x) {
+        const size_t i = row / c, ch = row % c;
+        T *dxr = dx + row * tf;
+        const T *dyr = dy + (i * c + ch) * f;   /* dy[0][i][ch*f] */
+        for (int e = threadIdx.x; e < tf; e += blockDim.x) {
+            const int s = e / f, j = e - s * f;
+            dxr[e] += dyr[(size_t)s * ncf + j];
+        }
+    }
+}
+
+/* Rows of c*f and t*f elements are indexed by int inside the kernels. */
+static ds_status layout_check(const char *op, int n, int c, int t, int f)
+{
+    if (n < 0 || c < 0 || t < 0 || f < 0 || (long)c * f > 0x3fffffffL ||
+        (long)t * f > 0x3fffffffL)
+        return DS_FAIL(DS_ERR_ARG, "%s: shape n %d c %d t %d f %d out of range", op, n, c, t, f);
+    return DS_OK;
+}
+
+/* x [n][c][t][f], y [t][n][c*f] (assigns). */
+template <typename T>
+ds_status cuda_conv_to_seq(ds_ctx *ctx, int n, int c, int t, int f, const void *x, void *y)
+{
+    DS_TRY(layout_check("conv_to_seq", n, c, t, f));
+    if ((size_t)n * c * t * f == 0)
+        return DS_OK;   /* no elements */
+    conv_to_seq_kernel<T><<<layout_grid(ctx, (size_t)t * n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, c, t, f, (const T *)x, (T *)y);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* dy [t][n][c*f]; dx [n][c][t][f] accumulates. */
+template <typename T>
+ds_status cuda_conv_to_seq_bwd(ds_ctx *ctx, int n, int c, int t, int f, const void *dy, void *dx)
+{
+    DS_TRY(layout_check("conv_to_seq_bwd", n, c, t, f));
+    if ((size_t)n * c * t * f == 0)
+        return DS_OK;
+    conv_to_seq_bwd_kernel<T><<<layout_grid(ctx, (size_t)n * c), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, c, t, f, (const T *)dy, (T *)dx);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+template ds_status cuda_conv_to_seq<float>(ds_ctx *, int, int, int, int, const void *, void *);
+template ds_status cuda_conv_to_seq<double>(ds_ctx *, int, int, int, int, const void *, void *);
+template ds_status cuda_conv_to_seq_bwd<float>(ds_ctx *, int, int, int, int, const void *,
+                                               void *);
+template ds_status cuda_conv_to_seq_bwd<double>(ds_ctx *, int, int, int, int, const void *,
+                                                void *);

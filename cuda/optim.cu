@@ -1,0 +1,222 @@
+/* optim.cu - the gradient norm and the optimizer updates on flat buffers
+ * (twin of src/cpu/optim.inc).
+ *
+ * sumsq is a deterministic two-pass reduction in double: per-block partial
+ * sums into ctx->partials, then one block adds them in a fixed order. A step
+ * is two launches: a one-thread kernel decides from scal[DS_OPT_SUMSQ] (norm,
+ * clip factor, skip, step count: the host never reads them inside a step),
+ * then one fused kernel updates every element, reading the decision from
+ * device memory. Hyperparameters arrive by value, converted to T on the host
+ * exactly as the CPU converts them. */
+#include <cmath>
+
+#include "ops_cuda.h"
+
+namespace {
+
+/* Threads of the reduction blocks: a power of two (tree reduction). */
+constexpr int RED_BLOCK = 256;
+
+/* The block's threads' values v summed in a fixed tree; thread 0 gets the sum.
+ * sh [RED_BLOCK] is shared scratch. */
+__device__ double block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = RED_BLOCK / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            sh[threadIdx.x] += sh[threadIdx.x + half];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+/* Pass 1: x [n] -> partials [gridDim.x], the sum of x^2 over the elements
+ * this block's grid-stride loop visits. */
+template <typename T>
+__global__ void sumsq_partial(size_t n, const T *__restrict__ x, double *__restrict__ partials)
+{
+    __shared__ double sh[RED_BLOCK];
+    double s = 0;
+    for (size_t i = blockIdx.x * (size_t)RED_BLOCK + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * RED_BLOCK)
+        s += (double)x[i] * (double)x[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        partials[blockIdx.x] = s;
+}
+
+/* Pass 2 (one block): partials [blocks] -> scal[DS_OPT_SUMSQ]. */
+__global__ void sumsq_final(int blocks, const double *__restrict__ partials, double *scal)
+{
+    __shared__ double sh[RED_BLOCK];
+    double s = 0;
+    for (int b = threadIdx.x; b < blocks; b += RED_BLOCK)
+        s += partials[b];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        scal[DS_OPT_SUMSQ] = s;
+}
+
+/* The verdict on scal[DS_OPT_SUMSQ] (scal [DS_OPT_SCALARS], one thread), as
+ * the CPU's opt_decide: the norm is recorded in every case; a non-finite one
+ * skips (clip 0, steps unchanged); otherwise clip as torch's clip_grad_norm_
+ * and count the step. */
+__global__ void opt_decide(double max_norm, double *scal)
+{
+    const double norm = sqrt(scal[DS_OPT_SUMSQ]);
+    scal[DS_OPT_NORM] = norm;
+    if (!isfinite(norm)) {
+        scal[DS_OPT_SKIPPED] = 1;
+        scal[DS_OPT_CLIP] = 0;
+        return;
+    }
+    double f = 1;
+    if (max_norm > 0 && norm > max_norm)
+        f = max_norm / (norm + 1e-6);
+    scal[DS_OPT_SKIPPED] = 0;
+    scal[DS_OPT_CLIP] = f;
+    scal[DS_OPT_STEPS] += 1;
+}
+
+__device__ inline float dev_sqrt(float x) { return sqrtf(x); }
+__device__ inline double dev_sqrt(double x) { return sqrt(x); }
+
+/* SGD hyperparameters in T, as the CPU rounds them. */
+template <typename T> struct sgd_args {
+    T lr, mu, wd;
+    int nesterov;
+};
+
+/* p, v [n] (v unused when mu is 0), g [n], scal [DS_OPT_SCALARS] after
+ * opt_decide: torch.optim.SGD with momentum (dampening 0), the CPU's order. */
+template <typename T>
+__global__ void sgd_update(size_t n, sgd_args<T> h, T *__restrict__ p, const T *__restrict__ g,
+                           T *__restrict__ v, const double *__restrict__ scal)
+{
+    if (scal[DS_OPT_SKIPPED] != 0)
+        return;
+    const T clip = (T)scal[DS_OPT_CLIP];
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const T gc = clip == T(1) ? g[i] : g[i] * clip;
+        const T pi = p[i];
+        T d = gc + h.wd * pi;
+        if (h.mu != T(0)) {
+            const T vi = h.mu * v[i] + d;
+            v[i] = vi;
+            d = h.nesterov ? d + h.mu * vi : vi;
+        }
+        p[i] = pi - h.lr * d;
+    }
+}
+
+/* AdamW hyperparameters that do not depend on the step, in T as the CPU
+ * rounds them; lr and the betas stay double for the bias corrections. */
+template <typename T> struct adamw_args {
+    T b1, b2, one_m_b1, one_m_b2, decay, eps, lr;
+    double beta1, beta2;
+};
+
+/* p, m, v [n], g [n], scal [DS_OPT_SCALARS] after opt_decide: torch.optim.AdamW
+ * (amsgrad off), the step counted from 1 (scal[DS_OPT_STEPS] after the
+ * increment). The bias corrections, which depend on the step in device
+ * memory, are formed once per block in double and rounded to T as the CPU does. */
+template <typename T>
+__global__ void adamw_update(size_t n, adamw_args<T> h, T *__restrict__ p,
+                             const T *__restrict__ g, T *__restrict__ m, T *__restrict__ v,
+                             const double *__restrict__ scal)
+{
+    __shared__ T corr[2];   /* step_size, sqrt of the second bias correction */
+    if (scal[DS_OPT_SKIPPED] != 0)
+        return;   /* the same verdict for every thread: no one waits below */
+    if (threadIdx.x == 0) {
+        const double step = scal[DS_OPT_STEPS];
+        const T bc1 = (T)(1 - pow(h.beta1, step));
+        corr[0] = h.lr / bc1;
+        corr[1] = (T)sqrt(1 - pow(h.beta2, step));
+    }
+    __syncthreads();
+    const T step_size = corr[0], bc2_sqrt = corr[1];
+    const T clip = (T)scal[DS_OPT_CLIP];
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const T gc = clip == T(1) ? g[i] : g[i] * clip;
+        T pi = p[i] * h.decay;
+        const T mi = h.b1 * m[i] + h.one_m_b1 * gc;
+        const T vi = h.b2 * v[i] + h.one_m_b2 * gc * gc;
+        m[i] = mi;
+        v[i] = vi;
+        pi -= step_size * mi / (dev_sqrt(vi) / bc2_sqrt + h.eps);
+        p[i] = pi;
+    }
+}
+
+}   // namespace
+
+/* x [n] -> scal[DS_OPT_SUMSQ] (scalar) = sum x^2 (assigns; the other scalars untouched). */
+template <typename T> ds_status cuda_sumsq(ds_ctx *ctx, size_t n, const void *x, void *scal)
+{
+    unsigned blocks = ds_cuda_grid(ctx, n, RED_BLOCK);
+    if (blocks > DS_CUDA_PARTIALS)
+        blocks = DS_CUDA_PARTIALS;
+    sumsq_partial<T><<<blocks, RED_BLOCK, 0, ctx->stream>>>(n, (const T *)x, ctx->partials);
+    DS_LAUNCHED();
+    sumsq_final<<<1, RED_BLOCK, 0, ctx->stream>>>((int)blocks, ctx->partials, (double *)scal);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* p, v [n] (master; v NULL when momentum is 0), g [n], scal [DS_OPT_SCALARS]
+ * (scalar): one SGD update, decided on the device. */
+template <typename T>
+ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p, const void *g,
+                        void *v, void *scal)
+{
+    const sgd_args<T> a = {(T)h->lr, (T)h->momentum, (T)h->weight_decay, h->nesterov};
+    if (a.mu != T(0) && !v && n > 0)
+        return DS_FAIL(DS_ERR_ARG, "sgd_step: momentum %g needs a velocity buffer",
+                       h->momentum);
+    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, (double *)scal);
+    DS_LAUNCHED();
+    sgd_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, a, (T *)p, (const T *)g, (T *)v, (const double *)scal);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* p, m, v [n] (master), g [n], scal [DS_OPT_SCALARS] (scalar): one AdamW
+ * update, decided on the device. */
+template <typename T>
+ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
+                          const void *g, void *m, void *v, void *scal)
+{
+    adamw_args<T> a;
+    a.b1 = (T)h->beta1;
+    a.b2 = (T)h->beta2;
+    /* 1 - beta in double: 1 - (float)0.999 is off by 1.3e-5 relative */
+    a.one_m_b1 = (T)(1 - h->beta1);
+    a.one_m_b2 = (T)(1 - h->beta2);
+    a.decay = (T)(1 - h->lr * h->weight_decay);
+    a.eps = (T)h->eps;
+    a.lr = (T)h->lr;
+    a.beta1 = h->beta1;
+    a.beta2 = h->beta2;
+    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, (double *)scal);
+    DS_LAUNCHED();
+    adamw_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, a, (T *)p, (const T *)g, (T *)m, (T *)v, (const double *)scal);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+template ds_status cuda_sumsq<float>(ds_ctx *, size_t, const void *, void *);
+template ds_status cuda_sumsq<double>(ds_ctx *, size_t, const void *, void *);
+template ds_status cuda_sgd_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
+                                        const void *, void *, void *);
+template ds_status cuda_sgd_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
+                                         const void *, void *, void *);
+template ds_status cuda_adamw_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
+                                          const void *, void *, void *, void *);
+template ds_status cuda_adamw_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
+                                           const void *, void *, void *, void *);

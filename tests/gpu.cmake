@@ -1,0 +1,30 @@
+# The whole model, the training command and data parallelism on the GPU.
+#
+# model_gpu_vs_cpu[_f64]: one batch on the cuda backend against the CPU in
+# FP64 (loss, logits, every gradient, BatchNorm statistics), then 20 SGD steps
+# on both (every parameter). model_cpu32_vs_cpu64 runs the same comparison
+# with the CPU in FP32 as the tested side, so CI without a GPU exercises the
+# comparison itself.
+# gpu_out_of_memory: a batch no GPU holds fails cleanly, naming the limits.
+# data_parallel_gpu: the 1/2/4-rank FP64 equivalence of tests/mpi with every
+# rank on one GPU (the MPI transport's staged path; NCCL refuses shared GPUs).
+# Without a CUDA device (backend not built, or none visible) the cuda ones
+# print "skipped: no CUDA device" and exit 77: ctest reports them skipped.
+add_test(NAME model_cpu32_vs_cpu64 COMMAND test_model_gpu_vs_cpu cpu float32)
+set_tests_properties(model_cpu32_vs_cpu64 PROPERTIES TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+if(DSTRAIN_HAVE_CUDA)
+  add_test(NAME model_gpu_vs_cpu COMMAND test_model_gpu_vs_cpu cuda float32)
+  add_test(NAME model_gpu_vs_cpu_f64 COMMAND test_model_gpu_vs_cpu cuda float64)
+  add_test(NAME gpu_out_of_memory
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/out_of_memory.sh $<TARGET_FILE:dstrain>
+                   ${CMAKE_CURRENT_BINARY_DIR}/gpu_out_of_memory)
+  set_tests_properties(model_gpu_vs_cpu model_gpu_vs_cpu_f64 gpu_out_of_memory PROPERTIES
+                       TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+  add_test(NAME data_parallel_gpu
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_data_parallel.sh $<TARGET_FILE:dstrain>
+                   ${CMAKE_CURRENT_BINARY_DIR}/data_parallel_gpu cuda)
+  set_tests_properties(data_parallel_gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endif()
