@@ -25,14 +25,18 @@ start=$(date +%s)
 "$bin" train "${common[@]}" --epochs "$epochs" --checkpoint-dir "$work/ckpt" --log "$work/train.jsonl" \
   | tee "$work/train.log" | grep -E "^epoch|^validation"
 seconds=$(( $(date +%s) - start ))
-ckpt=$(ls "$work/ckpt"/step-*.h5 | tail -1)
+# globs, not `ls | head`: under pipefail a reader that stops early can kill
+# the writer with SIGPIPE and end the script without a word
+ckpts=("$work/ckpt"/step-*.h5)
+ckpt=${ckpts[-1]}
 after=$("$bin" eval --checkpoint "$ckpt" --data "$work/dev.h5" | sed -nE 's/^WER ([0-9.]+) +CER ([0-9.]+).*/\2/p')
 echo "dev CER untrained $before -> trained $after ($epochs epochs, ${seconds}s)"
 pass=0 fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2" >&2; fi; }
 check "awk -v a=$after -v b=$before 'BEGIN { exit !(a < 0.75 * b) }'" "dev CER $after is not well below untrained $before"
 check "[ \$(grep -c '\"eval\":\"val\"' '$work/train.jsonl') -eq $epochs ]" "one validation line per epoch in the log"
-audio=$(ls "$corpus"/dev/*/*/*.flac | head -1)
+dev_audio=("$corpus"/dev/*/*/*.flac)
+audio=${dev_audio[0]}
 out=$("$bin" transcribe --checkpoint "$ckpt" "$audio")
 check "[ \"\${out%%	*}\" = '$audio' ]" "transcribe prints the file name then the text: $out"
 echo "test_e2e_mini: $pass passed, $fail failed"

@@ -61,7 +61,8 @@ expect "on-unknown bad value" 2 "drop-char" "$bin" prep librispeech "$root" --ou
 
 # manifest: Mozilla style with header, and plain lines
 { echo "wav_filename,wav_filesize,transcript"
-  for f in $(ls "$root"/*/*/*.flac | head -5); do echo "$f,$(stat -c %s "$f"),hello world"; done; } > "$work/m.csv"
+  flacs=("$root"/*/*/*.flac)
+  for f in "${flacs[@]:0:5}"; do echo "$f,$(stat -c %s "$f"),hello world"; done; } > "$work/m.csv"
 expect "manifest" 0 "wrote 5 utterances" "$bin" prep manifest "$work/m.csv" --out "$work/m.h5" --quiet
 echo "no-such.flac,hello" > "$work/bad.csv"
 expect "manifest without usable lines" 1 "no usable" "$bin" prep manifest "$work/bad.csv" --out "$work/m2.h5" --quiet
