@@ -380,6 +380,9 @@ static void cuda_range_pop(ds_ctx *c)
     nvtxRangePop();
 }
 
+/* The stream every op of c is queued on, for NCCL (mpi/transport_nccl.c). */
+static void *cuda_native_queue(ds_ctx *c) { return (void *)c->stream; }
+
 extern "C" const ds_backend ds_cuda_backend = {
     .name = "cuda",
     .device_count = cuda_device_count,
@@ -406,4 +409,5 @@ extern "C" const ds_backend ds_cuda_backend = {
     .describe = cuda_describe,
     .range_push = cuda_range_push,
     .range_pop = cuda_range_pop,
+    .native_queue = cuda_native_queue,
 };

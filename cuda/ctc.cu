@@ -239,7 +239,7 @@ __global__ void ctc_recursions(int t, int n, int c, int blank, const int *__rest
 }
 
 /* Kernel 3, a block per row (s, i) of dlogits [t][n][c] (assigns): scale *
- * (softmax - occupancy), the occupancy of class k summed over the states of k
+ * loss_scale[0] (NULL: 1) * (softmax - occupancy), the occupancy of class k summed over the states of k
  * in state order; zero past len[i] and where ll[i] is -inf. */
 template <typename T>
 __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__ len,
@@ -247,9 +247,12 @@ __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__
                          const int *__restrict__ label_len, size_t smax,
                          const double *__restrict__ lp, const double *__restrict__ alpha_all,
                          const double *__restrict__ beta_all, const double *__restrict__ ll_all,
-                         double scale, T *__restrict__ dlogits)
+                         double scale, const double *__restrict__ loss_scale,
+                         T *__restrict__ dlogits)
 {
     __shared__ double occ_sh[GRAD_CHUNK];
+    if (loss_scale)   /* read on the device: the optimizer's last verdict set it */
+        scale *= *loss_scale;
     const size_t rows = (size_t)t * n;
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {   /* block-uniform */
         const int s = (int)(r / n), i = (int)(r % n);
@@ -363,8 +366,8 @@ template <typename T> size_t cuda_ctc_work(int t, int n, int c, int max_label_le
 template <typename T>
 ds_status cuda_ctc_loss(ds_ctx *ctx, int t, int n, int c, int blank, const void *logits,
                         const int *len, const int *labels, const int *label_off,
-                        const int *label_len, int max_label_len, double grad_scale, void *loss,
-                        void *dlogits, void *work)
+                        const int *label_len, int max_label_len, double grad_scale,
+                        const void *loss_scale, void *loss, void *dlogits, void *work)
 {
     if (t < 0 || n < 0 || c < 1 || blank < 0 || blank >= c || max_label_len < 0)
         return DS_FAIL(DS_ERR_ARG, "ctc: bad shape t=%d n=%d c=%d blank=%d max_label_len=%d", t,
@@ -386,7 +389,7 @@ ds_status cuda_ctc_loss(ds_ctx *ctx, int t, int n, int c, int blank, const void 
     if (dlogits && rows > 0) {
         ctc_grad<T><<<row_grid(ctx, rows, 1), GRAD_BLOCK, 0, ctx->stream>>>(
             t, n, c, blank, len, labels, label_off, label_len, smax, w.lp, w.alpha, w.beta, w.ll,
-            grad_scale, (T *)dlogits);
+            grad_scale, (const double *)loss_scale, (T *)dlogits);
         DS_LAUNCHED();
     }
     return DS_OK;
@@ -422,10 +425,10 @@ template size_t cuda_ctc_work<float>(int, int, int, int);
 template size_t cuda_ctc_work<double>(int, int, int, int);
 template ds_status cuda_ctc_loss<float>(ds_ctx *, int, int, int, int, const void *, const int *,
                                         const int *, const int *, const int *, int, double,
-                                        void *, void *, void *);
+                                        const void *, void *, void *, void *);
 template ds_status cuda_ctc_loss<double>(ds_ctx *, int, int, int, int, const void *, const int *,
                                          const int *, const int *, const int *, int, double,
-                                         void *, void *, void *);
+                                         const void *, void *, void *, void *);
 template ds_status cuda_argmax<float>(ds_ctx *, int, int, int, const void *, int *);
 template ds_status cuda_argmax<double>(ds_ctx *, int, int, int, const void *, int *);
 template ds_status cuda_loss_total<float>(ds_ctx *, int, double, const void *, void *);

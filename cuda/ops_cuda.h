@@ -94,8 +94,8 @@ template <typename T> size_t cuda_ctc_work(int t, int n, int c, int max_label_le
 template <typename T>
 ds_status cuda_ctc_loss(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                         const int *len, const int *labels, const int *label_off,
-                        const int *label_len, int max_label_len, double grad_scale, void *loss,
-                        void *dlogits, void *work);
+                        const int *label_len, int max_label_len, double grad_scale,
+                        const void *loss_scale, void *loss, void *dlogits, void *work);
 template <typename T>
 ds_status cuda_argmax(ds_ctx *, int t, int n, int c, const void *logits, int *best);
 template <typename T>

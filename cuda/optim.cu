@@ -4,13 +4,15 @@
  * sumsq is a deterministic two-pass reduction in double: per-block partial
  * sums into ctx->partials, then one block adds them in a fixed order. A step
  * is two launches: a one-thread kernel decides from scal[DS_OPT_SUMSQ] (norm,
- * clip factor, skip, step count: the host never reads them inside a step),
+ * clip factor, skip, step count, loss scale: the host never reads them
+ * inside a step),
  * then one fused kernel updates every element, reading the decision from
  * device memory. Hyperparameters arrive by value, converted to T on the host
  * exactly as the CPU converts them. */
 #include <cmath>
 
 #include "ops_cuda.h"
+#include "opt_decide.h"
 
 namespace {
 
@@ -58,25 +60,11 @@ __global__ void sumsq_final(int blocks, const double *__restrict__ partials, dou
         scal[DS_OPT_SUMSQ] = s;
 }
 
-/* The verdict on scal[DS_OPT_SUMSQ] (scal [DS_OPT_SCALARS], one thread), as
- * the CPU's opt_decide: the norm is recorded in every case; a non-finite one
- * skips (clip 0, steps unchanged); otherwise clip as torch's clip_grad_norm_
- * and count the step. */
-__global__ void opt_decide(double max_norm, double *scal)
+/* The verdict (opt_decide.h, shared with the CPU), one thread: norm, clip,
+ * skip, loss scale, and the gradients' factor in scal[DS_OPT_GAIN]. */
+__global__ void opt_decide(double max_norm, double scale_window, double *scal)
 {
-    const double norm = sqrt(scal[DS_OPT_SUMSQ]);
-    scal[DS_OPT_NORM] = norm;
-    if (!isfinite(norm)) {
-        scal[DS_OPT_SKIPPED] = 1;
-        scal[DS_OPT_CLIP] = 0;
-        return;
-    }
-    double f = 1;
-    if (max_norm > 0 && norm > max_norm)
-        f = max_norm / (norm + 1e-6);
-    scal[DS_OPT_SKIPPED] = 0;
-    scal[DS_OPT_CLIP] = f;
-    scal[DS_OPT_STEPS] += 1;
+    ds_opt_decide(max_norm, scale_window, scal);
 }
 
 __device__ inline float dev_sqrt(float x) { return sqrtf(x); }
@@ -96,10 +84,10 @@ __global__ void sgd_update(size_t n, sgd_args<T> h, T *__restrict__ p, const T *
 {
     if (scal[DS_OPT_SKIPPED] != 0)
         return;
-    const T clip = (T)scal[DS_OPT_CLIP];
+    const T gain = (T)scal[DS_OPT_GAIN];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const T gc = clip == T(1) ? g[i] : g[i] * clip;
+        const T gc = gain == T(1) ? g[i] : g[i] * gain;
         const T pi = p[i];
         T d = gc + h.wd * pi;
         if (h.mu != T(0)) {
@@ -138,10 +126,10 @@ __global__ void adamw_update(size_t n, adamw_args<T> h, T *__restrict__ p,
     }
     __syncthreads();
     const T step_size = corr[0], bc2_sqrt = corr[1];
-    const T clip = (T)scal[DS_OPT_CLIP];
+    const T gain = (T)scal[DS_OPT_GAIN];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const T gc = clip == T(1) ? g[i] : g[i] * clip;
+        const T gc = gain == T(1) ? g[i] : g[i] * gain;
         T pi = p[i] * h.decay;
         const T mi = h.b1 * m[i] + h.one_m_b1 * gc;
         const T vi = h.b2 * v[i] + h.one_m_b2 * gc * gc;
@@ -177,7 +165,7 @@ ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
     if (a.mu != T(0) && !v && n > 0)
         return DS_FAIL(DS_ERR_ARG, "sgd_step: momentum %g needs a velocity buffer",
                        h->momentum);
-    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, (double *)scal);
+    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
     DS_LAUNCHED();
     sgd_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
         n, a, (T *)p, (const T *)g, (T *)v, (const double *)scal);
@@ -202,7 +190,7 @@ ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *
     a.lr = (T)h->lr;
     a.beta1 = h->beta1;
     a.beta2 = h->beta2;
-    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, (double *)scal);
+    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
     DS_LAUNCHED();
     adamw_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
         n, a, (T *)p, (const T *)g, (T *)m, (T *)v, (const double *)scal);

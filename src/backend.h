@@ -104,16 +104,24 @@ typedef struct {
     double beta1, beta2, eps; /* adamw */
     double weight_decay;
     double max_norm;          /* clip the global gradient norm to this; <= 0: never */
+    double scale_window;      /* dynamic loss scaling: clean steps before the scale
+                               * doubles (the scale halves on a skip); 0: it never changes */
 } ds_opt_hparams;
 
 /* The optimizer's scalars in backend memory (scalar role), read by the host
- * only after the step: */
+ * only after the step. The gradients are those of the loss times the loss
+ * scale (1 without loss scaling): the update divides it out. */
 enum {
-    DS_OPT_SUMSQ,     /* sum of squared gradients: written by sumsq */
-    DS_OPT_NORM,      /* its square root, the global gradient norm */
-    DS_OPT_CLIP,      /* the factor the gradients were scaled by (1: not clipped; 0: skipped) */
-    DS_OPT_SKIPPED,   /* 1 when the norm was not finite and nothing was updated */
-    DS_OPT_STEPS,     /* updates applied so far (AdamW's bias correction counts them) */
+    DS_OPT_SUMSQ,      /* sum of squared (scaled) gradients: written by sumsq */
+    DS_OPT_NORM,       /* the global gradient norm, unscaled */
+    DS_OPT_CLIP,       /* the clip factor (1: not clipped; 0: skipped) */
+    DS_OPT_SKIPPED,    /* 1 when the norm was not finite and nothing was updated */
+    DS_OPT_STEPS,      /* updates applied so far (AdamW's bias correction counts them) */
+    DS_OPT_SCALE,      /* the loss scale the next backward uses (set by the host at start) */
+    DS_OPT_SCALE_USED, /* the loss scale of the step just decided */
+    DS_OPT_CLEAN,      /* clean steps since the scale last changed */
+    DS_OPT_SKIPS,      /* steps skipped so far */
+    DS_OPT_GAIN,       /* what the update multiplies the gradients by: clip / scale */
     DS_OPT_SCALARS
 };
 
@@ -233,13 +241,15 @@ typedef struct ds_ops {
     /* logits [t][n][c]; len [n] frames; labels concatenated, utterance i at
      * labels[label_off[i] .. + label_len[i]]. loss [n] (scalar) gets
      * -log p(labels|x), +inf when no alignment exists. dlogits [t][n][c]
-     * (NULL: loss only) is assigned grad_scale * d loss_i / d logits, zero past
-     * len[i] and for utterances with infinite loss (zero_infinity).
+     * (NULL: loss only) is assigned grad_scale * loss_scale[0] * d loss_i /
+     * d logits, zero past len[i] and for utterances with infinite loss
+     * (zero_infinity). loss_scale [1] (scalar; NULL: 1) is read in backend
+     * memory, where the optimizer's verdicts change it (dynamic loss scaling).
      * work [ctc_work(...)]. */
     ds_status (*ctc_loss)(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                           const int *len, const int *labels, const int *label_off,
                           const int *label_len, int max_label_len, double grad_scale,
-                          void *loss, void *dlogits, void *work);
+                          const void *loss_scale, void *loss, void *dlogits, void *work);
     /* Best path per frame: best[s][i] = the class of the largest logits[s][i][:]
      * (ties to the lower index), for greedy decoding without copying the
      * logits. logits [t][n][c], best [t][n] int32 (assigns). */
@@ -251,12 +261,14 @@ typedef struct ds_ops {
     /* ---- optimizer (flat buffers of n elements) ---- */
     /* scal[DS_OPT_SUMSQ] (scalar) = sum of x^2 (assigns), accumulated in double. */
     ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *scal);
-    /* One update, deciding from scal[DS_OPT_SUMSQ] in backend memory: norm =
-     * sqrt(sumsq); not finite -> nothing changes, scal[DS_OPT_SKIPPED] = 1 and
-     * scal[DS_OPT_CLIP] = 0;
+    /* One update, deciding from scal in backend memory (ds_opt_decide in
+     * opt_decide.h): norm = sqrt(sumsq) / scale; not finite -> nothing
+     * changes, scal[DS_OPT_SKIPPED] = 1 and scal[DS_OPT_CLIP] = 0;
      * else the gradient is scaled by clip = max_norm / (norm + 1e-6) when
-     * max_norm > 0 and norm > max_norm (as torch's clip_grad_norm_), the update
-     * applied and scal[DS_OPT_STEPS] incremented. g [n] (compute) is read, not
+     * max_norm > 0 and norm > max_norm (as torch's clip_grad_norm_) and
+     * divided by the scale, the update applied and scal[DS_OPT_STEPS]
+     * incremented; with h->scale_window > 0 the scale then halves on a skip
+     * and doubles after that many clean steps. g [n] (compute) is read, not
      * changed; p [n] and the moments (master role: FP32, FP64 in fp64 runs).
      * PyTorch SGD: g' = g + wd*p; v = momentum*v + g'; p -= lr*(nesterov ?
      * g' + momentum*v : v); v [n] (NULL when momentum is 0). */
@@ -320,6 +332,10 @@ typedef struct ds_backend {
      * pushes and pops nest. */
     void (*range_push)(ds_ctx *, const char *name);
     void (*range_pop)(ds_ctx *);
+    /* The context's native queue, for a library that queues its own work in
+     * order with the context's (NCCL): the cudaStream_t on the GPU; NULL on
+     * the CPU, where work runs as it is called. */
+    void *(*native_queue)(ds_ctx *);
 } ds_backend;
 
 /* Runs call (a ds_status expression) inside the range name of backend be on

@@ -48,7 +48,10 @@ ds_status ds_log_step(ds_log *l, const ds_step_metrics *m)
     fprintf(l->f, "\"n_inf\":%d,", m->n_infinite);
     put_num(l->f, "lr", m->lr, 0);
     put_num(l->f, "grad_norm", m->grad_norm, 0);
-    fprintf(l->f, "\"skipped\":%s,", m->skipped ? "true" : "false");
+    fprintf(l->f, "\"skipped\":%s,\"skipped_steps\":%ld,", m->skipped ? "true" : "false",
+            m->skipped_steps);
+    if (m->loss_scale > 0)
+        put_num(l->f, "loss_scale", m->loss_scale, 0);
     if (m->cer >= 0)
         put_num(l->f, "cer", m->cer, 0);
     fprintf(l->f, "\"frames\":%d,\"batch\":%d,", m->frames, m->batch);

@@ -15,6 +15,8 @@ typedef struct {
     double lr;
     double grad_norm;    /* before clipping */
     int skipped;         /* update skipped: non-finite gradients */
+    long skipped_steps;  /* skipped so far */
+    double loss_scale;   /* the step's loss scale; 0: no loss scaling (not logged) */
     double cer;          /* greedy CER of the batch, < 0: not computed */
     int frames;          /* padded input frames of the batch */
     int batch;           /* utterances in the step (all ranks) */

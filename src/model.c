@@ -578,6 +578,8 @@ ds_status ds_model_set_global_batch(ds_model *m, const int *lengths, int n)
 
 void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h) { m->hooks = *h; }
 
+void ds_model_set_loss_scale(ds_model *m, const void *scale) { m->loss_scale = scale; }
+
 /* ---- accessors ---- */
 
 int ds_model_n_params(const ds_model *m) { return m->n_params; }

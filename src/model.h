@@ -106,6 +106,14 @@ typedef struct {
 
 void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h);
 
+/* Loss scaling: the logits gradient of every later ds_model_loss is
+ * multiplied by scale [1] (scalar role, backend memory, read when the loss
+ * runs: the optimizer's verdicts change it). NULL: 1. */
+void ds_model_set_loss_scale(ds_model *m, const void *scale);
+/* Fault tests: makes the logits gradient of the last loss +Inf at its first
+ * element, as an FP16 overflow would. Queued; no host wait. */
+ds_status ds_model_poison_dlogits(ds_model *m);
+
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
 const ds_tensor *ds_model_param(const ds_model *m, int i);

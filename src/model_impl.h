@@ -89,6 +89,7 @@ struct ds_model {
     int train, have_dlogits;
     double loss_norm;                  /* utterances the loss is averaged over (global) */
     ds_model_hooks hooks;
+    const void *loss_scale;            /* sca-like [1] scalar, the optimizer's; NULL: 1 */
     void *stage;                       /* host staging from the backend, stage_bytes */
     size_t stage_bytes;
 };

@@ -5,6 +5,7 @@
 
 #include "convert.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Conv maps [N][C][T][F] and sequences [T][N][C] as ds_view. */
@@ -185,7 +186,7 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
              m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
                              ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
                              m->d_label_len, m->max_label, 1.0 / m->loss_norm,
-                             ds_m_sca(m, m->losses),
+                             m->loss_scale, ds_m_sca(m, m->losses),
                              want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
     DS_TRY(m->op->loss_total(m->ctx, m->n, m->loss_norm, ds_m_sca(m, m->losses),
                              ds_m_sca(m, m->loss_total)));
@@ -194,6 +195,15 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
 }
 
 const void *ds_model_loss_scalars(ds_model *m) { return ds_m_sca(m, m->loss_total); }
+
+ds_status ds_model_poison_dlogits(ds_model *m)
+{
+    if (!m->have_dlogits)
+        return DS_FAIL(DS_ERR_ARG, "poison_dlogits: the last loss kept no gradient");
+    const double inf = INFINITY;
+    DS_TRY(ds_convert(m->dt, m->stage, DS_F64, &inf, 1));
+    return m->be->from_host(m->ctx, m->dt, 1, m->stage, ds_m_dact(m, m->dlogits));
+}
 
 ds_status ds_model_read_loss(ds_model *m, ds_loss *out, double *losses)
 {

@@ -22,7 +22,8 @@ ds_optim_cfg ds_optim_defaults(void)
     return (ds_optim_cfg){.kind = DS_OPT_SGD, .lr = 3e-4, .momentum = 0.9, .nesterov = 1,
                           .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-5,
                           .schedule = DS_LR_ANNEAL, .anneal = 1.1, .poly_power = 1.0,
-                          .total_steps = 0, .warmup_steps = 0, .max_grad_norm = 400};
+                          .total_steps = 0, .warmup_steps = 0, .max_grad_norm = 400,
+                          .loss_scale = 1, .loss_scale_window = 0};
 }
 
 const char *ds_optim_kind_name(ds_opt_kind k) { return k == DS_OPT_SGD ? "sgd" : "adamw"; }
@@ -86,6 +87,8 @@ ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *c
     for (int i = 0; i < slots; i++)
         DS_TRY_GOTO(st, be->alloc(ctx, dt, n, &o->slot[i]), fail);
     DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, DS_OPT_SCALARS, &o->scal), fail);
+    o->host[DS_OPT_SCALE] = c->loss_scale;   /* the rest start at 0 */
+    DS_TRY_GOTO(st, be->from_host(ctx, DS_F64, DS_OPT_SCALARS, o->host, o->scal), fail);
     *out = o;
     return DS_OK;
 fail:
@@ -110,7 +113,8 @@ ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double l
     const ds_optim_cfg *c = &o->cfg;
     const ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
                               .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
-                              .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm};
+                              .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm,
+                              .scale_window = (double)c->loss_scale_window};
     DS_TRY(o->op->sumsq(o->ctx, o->n, grads, o->scal));
     if (c->kind == DS_OPT_ADAMW)
         return o->op->adamw_step(o->ctx, o->n, &h, params, grads, o->slot[0], o->slot[1], o->scal);
@@ -122,7 +126,9 @@ const void *ds_optim_scalars(const ds_optim *o) { return o->scal; }
 ds_optim_status ds_optim_status_of(const double *s)
 {
     return (ds_optim_status){.grad_norm = s[DS_OPT_NORM], .clip = s[DS_OPT_CLIP],
-                             .skipped = s[DS_OPT_SKIPPED] != 0, .steps = (long)s[DS_OPT_STEPS]};
+                             .skipped = s[DS_OPT_SKIPPED] != 0, .steps = (long)s[DS_OPT_STEPS],
+                             .loss_scale = s[DS_OPT_SCALE_USED], .next_scale = s[DS_OPT_SCALE],
+                             .skips = (long)s[DS_OPT_SKIPS]};
 }
 
 ds_status ds_optim_read(ds_optim *o, ds_optim_status *out)
@@ -131,5 +137,7 @@ ds_status ds_optim_read(ds_optim *o, ds_optim_status *out)
     *out = ds_optim_status_of(o->host);
     return DS_OK;
 }
+
+const void *ds_optim_loss_scale(const ds_optim *o) { return ds_elem(o->scal, DS_F64, DS_OPT_SCALE); }
 
 void *ds_optim_slot(ds_optim *o, int i) { return i >= 0 && i < 2 ? o->slot[i] : NULL; }

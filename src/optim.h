@@ -22,6 +22,9 @@ typedef struct {
     long total_steps;
     long warmup_steps;        /* linear warm-up over the first steps, 0: none */
     double max_grad_norm;     /* clip the global norm to this, <= 0: no clipping */
+    double loss_scale;        /* the loss is multiplied by this before backward (1: none) */
+    long loss_scale_window;   /* dynamic: x2 after this many clean steps, x0.5 and skip on
+                               * Inf/NaN; 0: the scale stays as set */
 } ds_optim_cfg;
 
 /* deepspeech.pytorch's defaults: SGD, lr 3e-4, Nesterov momentum 0.9,
@@ -50,10 +53,13 @@ void ds_optim_destroy(ds_optim *o);
 ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double lr);
 
 typedef struct {
-    double grad_norm;     /* before clipping */
+    double grad_norm;     /* before clipping, unscaled */
     double clip;          /* factor applied to the gradients (1: none) */
     int skipped;          /* the norm was not finite: nothing was updated */
     long steps;           /* updates applied so far */
+    double loss_scale;    /* the scale this step's loss was multiplied by */
+    double next_scale;    /* the scale the next step uses */
+    long skips;           /* steps skipped so far */
 } ds_optim_status;
 
 /* The status after the last update, in backend memory: [DS_OPT_SCALARS] of
@@ -63,6 +69,9 @@ const void *ds_optim_scalars(const ds_optim *o);
 ds_optim_status ds_optim_status_of(const double *scal);
 /* Blocking read of the status. */
 ds_status ds_optim_read(ds_optim *o, ds_optim_status *out);
+/* The loss scale in backend memory ([1], scalar role): what the next
+ * backward multiplies the loss by (ds_model_set_loss_scale). */
+const void *ds_optim_loss_scale(const ds_optim *o);
 /* Optimizer state for checkpoints: slot 0 and 1 (momentum / Adam moments). */
 void *ds_optim_slot(ds_optim *o, int i);
 

@@ -3,3 +3,10 @@ add_test(NAME data_parallel
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_data_parallel.sh $<TARGET_FILE:dstrain>
                  ${CMAKE_CURRENT_BINARY_DIR}/data_parallel)
 set_tests_properties(data_parallel PROPERTIES TIMEOUT 600)
+
+# Dynamic loss scaling on 4 ranks: exact under power-of-two scales, and an
+# Inf in one rank's gradients skips the step on every rank and halves the scale.
+add_test(NAME loss_scale_ranks
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_loss_scale.sh $<TARGET_FILE:dstrain>
+                 ${CMAKE_CURRENT_BINARY_DIR}/loss_scale_ranks)
+set_tests_properties(loss_scale_ranks PROPERTIES TIMEOUT 300)

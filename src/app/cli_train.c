@@ -49,6 +49,11 @@ static void train_usage(FILE *f)
         "  --poly-power P        power of the polynomial decay (default 1)\n"
         "  --warmup N            linear warm-up over the first N steps (default 0)\n"
         "  --max-norm X          clip the global gradient norm (default 400; 0 = off)\n"
+        "  --loss-scale S|dynamic  multiply the loss by S before backward and divide the\n"
+        "                        gradients by it; dynamic: start at 65536, x2 after\n"
+        "                        --loss-scale-window clean steps, x0.5 and skip the step on\n"
+        "                        Inf/NaN (default: dynamic for fp16, else 1 = none)\n"
+        "  --loss-scale-window N clean steps before a dynamic scale doubles (default 2000)\n"
         "ranks (mpiexec -np N / srun; --batch is per rank, the global batch is N x B):\n"
         "  --allreduce mpi|nccl  gradient reduction (default mpi; nccl needs the cuda backend)\n"
         "  --bucket-mb M         gradient bucket size in MiB, reduced as backward finishes it (25)\n"
@@ -69,7 +74,8 @@ enum {
     O_PRECISION, O_BATCH, O_STEPS, O_EPOCHS, O_SEED, O_OPTIMIZER, O_LR, O_MOMENTUM,
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
-    O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32
+    O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
+    O_SCALE_WINDOW
 };
 
 static const struct option train_options[] = {
@@ -87,14 +93,15 @@ static const struct option train_options[] = {
     {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"allreduce", 1, 0, O_ALLREDUCE},
     {"bucket-mb", 1, 0, O_BUCKET}, {"check-sync", 1, 0, O_CHECK_SYNC}, {"local-bn", 0, 0, O_LOCAL_BN},
     {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
-    {"tf32", 0, 0, O_TF32}, {0, 0, 0, 0}};
+    {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
+    {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {0, 0, 0, 0}};
 
 /* Whole-string numeric parsing; the flag name goes into the error. */
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
 {
     char *end;
     *out = strtod(s, &end);
-    if (end == s || *end || *out < lo || *out > hi) {
+    if (end == s || *end || !(*out >= lo && *out <= hi)) {   /* NaN fails both */
         fprintf(stderr, "dstrain train: --%s %s: expected a number in [%g, %g]\n", flag, s, lo, hi);
         return -1;
     }
@@ -124,6 +131,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
                          .optim = ds_optim_defaults(), .print_every = 10, .bucket_mb = 25};
     *timeout = 300;
     long steps = -1;   /* -1: not given */
+    double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv, "", train_options, NULL)) != -1) {
         switch (c) {
@@ -163,6 +171,13 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_POLY: bad = num("poly-power", optarg, 0, 100, &o->optim.poly_power); break;
         case O_WARMUP: bad = num("warmup", optarg, 0, 1e12, &v); o->optim.warmup_steps = (long)v; break;
         case O_MAX_NORM: bad = num("max-norm", optarg, 0, 1e12, &o->optim.max_grad_norm); break;
+        case O_LOSS_SCALE:
+            if (!strcmp(optarg, "dynamic"))
+                loss_scale = 0;
+            else
+                bad = num("loss-scale", optarg, 1, 1e30, &loss_scale);
+            break;
+        case O_SCALE_WINDOW: bad = num("loss-scale-window", optarg, 1, 1e12, &window); break;
         case O_LOG: o->log_path = optarg; break;
         case O_PRINT: bad = num("print-every", optarg, 0, 1e12, &v); o->print_every = (int)v; break;
         case O_HELP: train_usage(stdout); exit(0);
@@ -189,6 +204,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         fprintf(stderr, "dstrain train: --val needs --train\n");
         return 2;
     }
+    /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
+    if (loss_scale < 0)
+        loss_scale = o->precision == DS_F16 ? 0 : 1;
+    o->optim.loss_scale = loss_scale > 0 ? loss_scale : 65536;
+    o->optim.loss_scale_window = loss_scale > 0 ? 0 : (long)window;
     /* synthetic runs default to 100 steps; data runs to --epochs (1) */
     o->steps = steps >= 0 ? steps : (o->epochs > 0 || o->train_path ? 0 : 100);
     return ds_cli_load_model(preset, config, &o->model);

@@ -7,15 +7,17 @@
 
 #include "train_run.h"
 
-void ds_inject_fault(int my_rank, long step)
+int ds_inject_fault(int my_rank, long step)
 {
     const char *f = getenv("DSTRAIN_FAULT");
     char kind[8];
     int rank;
     long at;
     if (!f || sscanf(f, "%7[a-z]:%d:%ld", kind, &rank, &at) != 3 || rank != my_rank || at != step)
-        return;
+        return 0;
     fprintf(stderr, "dstrain: rank %d: injected fault (%s) at step %ld\n", rank, kind, step);
+    if (!strcmp(kind, "inf"))
+        return 1;
     if (!strcmp(kind, "exit"))
         _exit(7);
     for (;;)

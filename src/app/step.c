@@ -19,6 +19,7 @@ struct ds_stepper {
     ds_reduce_timing timing[SLOTS];
     double launch_ms[SLOTS];
     long launched, collected;
+    int poison;                     /* the next step's logits gradient gets an Inf (fault tests) */
 };
 
 static double now_ms(void)
@@ -36,6 +37,7 @@ ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepp
         return DS_FAIL(DS_ERR_MEM, "stepper");
     *s = (ds_stepper){.m = m, .o = o, .d = d ? *d : (ds_dist){0}, .ctx = ds_model_ctx(m)};
     s->be = ds_model_backend(m);
+    ds_model_set_loss_scale(m, ds_optim_loss_scale(o));   /* decided on the backend, step by step */
     ds_status st = s->be->host_alloc(s->ctx, SLOTS * SLOT_DOUBLES * sizeof(double), (void **)&s->host);
     for (int k = 0; st == DS_OK && k < SLOTS; k++)
         st = s->be->event_create(s->ctx, &s->ev[k]);
@@ -61,6 +63,8 @@ void ds_stepper_destroy(ds_stepper *s)
 
 int ds_stepper_pending(const ds_stepper *s) { return (int)(s->launched - s->collected); }
 
+void ds_stepper_poison_next(ds_stepper *s) { s->poison = 1; }
+
 /* The batch's upload, into the "data" range a profiler shows. */
 static ds_status upload(ds_stepper *s, const ds_batch *b)
 {
@@ -81,6 +85,10 @@ static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_redu
     PHASE(s, "data", upload(s, b));
     PHASE(s, "forward", ds_model_forward(m, 1));
     PHASE(s, "loss", ds_model_loss(m, 1));
+    if (s->poison) {
+        s->poison = 0;
+        DS_TRY(ds_model_poison_dlogits(m));
+    }
     if (red)
         DS_TRY(ds_reducer_begin(red));
     PHASE(s, "backward", ds_model_backward(m));

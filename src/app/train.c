@@ -136,7 +136,10 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     DS_TRY(ds_stepper_collect(r->stepper, &out));
     ds_step_metrics s = {.step = p.step + 1, .epoch = p.epoch, .cer = -1, .batch = p.global_n,
                          .frames = p.frames, .lr = p.lr, .grad_norm = out.opt.grad_norm,
-                         .skipped = out.opt.skipped, .step_ms = out.launch_ms + out.wait_ms};
+                         .skipped = out.opt.skipped, .step_ms = out.launch_ms + out.wait_ms,
+                         .loss_scale = r->ocfg.loss_scale_window > 0 || r->ocfg.loss_scale != 1
+                                           ? out.opt.loss_scale : 0,
+                         .skipped_steps = out.opt.skips};
     DS_TRY(ds_run_gather_metrics(r, &out, &s, p.global_n));
     const int report = o->print_every > 0 && ((p.step + 1) % o->print_every == 0 || p.step + 1 == r->total);
     if (report) {   /* CER of this rank's batch, from the logits of this step's forward */
@@ -172,7 +175,8 @@ static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch,
 {
     const int global_n = b->n_global > 0 ? b->n_global : b->n;
     const double lr = ds_optim_lr(&r->ocfg, step, epoch);
-    ds_inject_fault(r->rank, step + 1);
+    if (ds_inject_fault(r->rank, step + 1))
+        ds_stepper_poison_next(r->stepper);
     DS_TRY(ds_stepper_launch(r->stepper, b, lr));
     DS_TRY(finish_pending(r, res));
     r->pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,

@@ -65,8 +65,9 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
 /* Stops the run, naming the ranks whose parameters differ from rank 0's. */
 ds_status ds_run_check_sync(run_state *r, long step);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang:RANK:STEP makes that rank exit or hang
- * before that step, for the tests of what the other ranks do then. */
-void ds_inject_fault(int rank, long step);
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf:RANK:STEP makes that rank exit or
+ * hang before that step, or returns 1 (inf) for an Inf in that step's
+ * gradients on that rank, for the tests of what the other ranks do then. */
+int ds_inject_fault(int rank, long step);
 
 #endif

@@ -162,6 +162,7 @@ static void cpu_describe(char *buf, size_t size)
 
 static void cpu_range_push(ds_ctx *c, const char *name) { (void)c, (void)name; }
 static void cpu_range_pop(ds_ctx *c) { (void)c; }
+static void *cpu_native_queue(ds_ctx *c) { (void)c; return NULL; }
 
 const ds_backend ds_cpu_backend = {
     .name = "cpu",
@@ -189,4 +190,5 @@ const ds_backend ds_cpu_backend = {
     .describe = cpu_describe,
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
+    .native_queue = cpu_native_queue,
 };

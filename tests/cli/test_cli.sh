@@ -50,6 +50,10 @@ echo '{"conv":[{"channels":4,"kernel_time":3,"kernel_freq":3}],"rnn":{"type":"xl
 expect_fail "bad cell" 'rnn.type "xlstm"' "$bin" train --config "$tmp/cell.json" --synthetic
 expect_fail "bad number" "--batch x" "$bin" train --synthetic --batch x
 expect_fail "bad precision" "--precision fp8" "$bin" train --synthetic --precision fp8
+expect_fail "NaN number" "--lr nan: expected a number" "$bin" train --synthetic --lr nan
+expect_fail "loss scale below 1" "--loss-scale 0.5: expected a number in \[1," "$bin" train --synthetic --loss-scale 0.5
+expect_fail "loss scale word" "--loss-scale static: expected a number" "$bin" train --synthetic --loss-scale static
+expect_fail "loss scale window 0" "--loss-scale-window 0: expected a number in \[1," "$bin" train --synthetic --loss-scale-window 0
 expect_fail "fp16 on cpu" "cpu backend has no float16" "$bin" train --synthetic --precision fp16 --steps 1
 expect_fail "no data" "pass --train FILE.h5" "$bin" train --model tiny
 # --device cuda where it cannot run: not built in, or built with no GPU here

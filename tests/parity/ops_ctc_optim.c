@@ -15,7 +15,8 @@ typedef struct {
 } ctc_arg;
 
 /* buf: logits [t][n][c], len [n], labels [sum label_len], label_off [n],
- * label_len [n], loss [n] (scalar), dlogits [t][n][c] (or NULL). */
+ * label_len [n], loss_scale [1] (scalar, or NULL), loss [n] (scalar),
+ * dlogits [t][n][c] (or NULL). */
 static ds_status call_ctc(const p_side *s, void *const *buf, const void *arg)
 {
     const ctc_arg *a = arg;
@@ -23,7 +24,7 @@ static ds_status call_ctc(const p_side *s, void *const *buf, const void *arg)
     DS_TRY(p_scratch(s, s->ops->ctc_work(a->t, a->n, a->c, a->max_label_len), &work));
     ds_status st = s->ops->ctc_loss(s->ctx, a->t, a->n, a->c, a->blank, buf[0], buf[1], buf[2],
                                     buf[3], buf[4], a->max_label_len, a->grad_scale, buf[5],
-                                    buf[6], work);
+                                    buf[6], buf[7], work);
     p_release(s, work);
     return st;
 }
@@ -44,7 +45,7 @@ static void ctc_all(void)
     /* max_label_len above the longest (4): the limit the work was sized for */
     static const ctc_arg a = {8, 6, 6, 0, 5, 0.37};
     const size_t nl = (size_t)a.t * a.n * a.c;
-    double *logits = p_rand(P_COMPUTE, nl, -4, 4);
+    double *logits = p_rand(P_COMPUTE, nl, -4, 4), scale = 1024;
 
     for (int with_grad = 1; with_grad >= 0; with_grad--) {
         p_case c = {"ctc_loss", with_grad ? "t8 n6 c6 +dlogits, 2 impossible"
@@ -55,8 +56,21 @@ static void ctc_all(void)
         p_add_ints(&c, "labels", sizeof labels / sizeof labels[0], labels);
         p_add_ints(&c, "label_off", a.n, label_off);
         p_add_ints(&c, "label_len", a.n, label_len);
+        p_add(&c, "loss_scale", P_SCALAR, P_NULL, 1, NULL);
         p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
         p_add(&c, "dlogits", P_COMPUTE, with_grad ? P_OUT : P_NULL, nl, NULL);
+        p_run(&c);
+    }
+    {   /* the loss scale read from backend memory (dynamic loss scaling) */
+        p_case c = {"ctc_loss", "t8 n6 c6 +dlogits, loss scale 1024", .call = call_ctc, .arg = &a};
+        p_add(&c, "logits", P_COMPUTE, P_IN, nl, logits);
+        p_add_ints(&c, "len", a.n, len);
+        p_add_ints(&c, "labels", sizeof labels / sizeof labels[0], labels);
+        p_add_ints(&c, "label_off", a.n, label_off);
+        p_add_ints(&c, "label_len", a.n, label_len);
+        p_add(&c, "loss_scale", P_SCALAR, P_IN, 1, &scale);
+        p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
+        p_add(&c, "dlogits", P_COMPUTE, P_OUT, nl, NULL);
         p_run(&c);
     }
     p_scratch_reset();
@@ -82,6 +96,7 @@ static void ctc_big(void)
     p_add_ints(&c, "labels", 41 + 25 + 1 + 60, labels);
     p_add_ints(&c, "label_off", a.n, label_off);
     p_add_ints(&c, "label_len", a.n, label_len);
+    p_add(&c, "loss_scale", P_SCALAR, P_NULL, 1, NULL);
     p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
     p_add(&c, "dlogits", P_COMPUTE, P_OUT, nl, NULL);
     p_run(&c);
@@ -158,15 +173,25 @@ static void loss_total_all(void)
 /* ---- the optimizer ---- */
 
 /* scal [DS_OPT_SCALARS] as a step finds it: the sum of squares of g [n]
- * from sumsq, NaN where the step assigns, steps taken so far. */
-static double *opt_scalars(const double *g, size_t n, double steps)
+ * from sumsq (g made at loss scale `scale`), NaN where the step assigns,
+ * steps taken, clean steps since the scale changed, steps skipped so far. */
+static double *opt_scalars_at(const double *g, size_t n, double steps, double scale, double clean)
 {
     double *scal = p_nans(DS_OPT_SCALARS), s = 0;
     for (size_t i = 0; i < n; i++)
         s += g[i] * g[i];
     scal[DS_OPT_SUMSQ] = s;
     scal[DS_OPT_STEPS] = steps;
+    scal[DS_OPT_SCALE] = scale;
+    scal[DS_OPT_CLEAN] = clean;
+    scal[DS_OPT_SKIPS] = 2;
     return scal;
+}
+
+/* The same without loss scaling (scale 1). */
+static double *opt_scalars(const double *g, size_t n, double steps)
+{
+    return opt_scalars_at(g, n, steps, 1, 0);
 }
 
 typedef struct {
@@ -263,6 +288,16 @@ static void sgd_all(void)
     sgd_case("n500 momentum, clipped", &a[3], p, g, v, scal);
     sgd_case("n500 momentum, below max_norm", &a[4], p, g, v, scal);
     sgd_case("n500 inf in g: skipped", &a[5], p, ginf, v, scal_inf);
+    /* loss scaling: g holds gradients times the scale, the update divides it out */
+    opt_arg st = a[3], dyn = a[3];
+    dyn.h.scale_window = 3;
+    sgd_case("n500 clipped, static scale 1024", &st, p, g, v, opt_scalars_at(g, N, 3, 1024, 0));
+    sgd_case("n500 clipped, dynamic: 3rd clean step doubles", &dyn, p, g, v,
+             opt_scalars_at(g, N, 3, 1024, 2));
+    sgd_case("n500 inf, dynamic: skipped, scale halves", &dyn, p, ginf, v,
+             opt_scalars_at(ginf, N, 3, 1024, 2));
+    sgd_case("n500 inf, dynamic at the floor: stays 1", &dyn, p, ginf, v,
+             opt_scalars_at(ginf, N, 3, 1, 1));
     p_scratch_reset();
 }
 
@@ -312,6 +347,10 @@ static void adamw_all(void)
     adamw_case("n500 step 5", &a, p, g, m, v, scal);
     adamw_case("n500 step 5, clipped", &clip, p, g, m, v, scal);
     adamw_case("n500 inf in g: skipped", &clip, p, ginf, m, v, scal_inf);
+    opt_arg dyn = clip;
+    dyn.h.scale_window = 2000;
+    adamw_case("n500 step 5, clipped, dynamic scale 65536", &dyn, p, g, m, v,
+               opt_scalars_at(g, N, 4, 65536, 17));
     p_scratch_reset();
 }
 

@@ -98,7 +98,7 @@ static ds_status run_ours(ds_dtype dt, const ctc_case *k, double *loss, double *
     size_t ws = ops->ctc_work(k->t, k->n, k->c, k->max_label_len);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, k->t, k->n, k->c, k->blank, x, len, lab, off, ll,
-                                  k->max_label_len, k->scale, lo, g, w), out);
+                                  k->max_label_len, k->scale, NULL, lo, g, w), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, k->n, lo, loss), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);
 out:

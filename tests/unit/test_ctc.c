@@ -60,7 +60,7 @@ static ds_status run_ctc(ds_dtype dt, const ctc_batch *b, double *loss, double *
     size_t ws = ops->ctc_work(b->t, b->n, b->c, maxl);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, b->t, b->n, b->c, b->blank, x, len, lab, off, ll, maxl,
-                                  b->scale, lo, g, w), out);
+                                  b->scale, NULL, lo, g, w), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, b->n, lo, loss), out);
     if (grad)
         DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);

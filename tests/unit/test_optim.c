@@ -322,6 +322,85 @@ static int test_sgd_by_hand(ds_dtype dt)
     return 0;
 }
 
+/* Dynamic loss scaling, worked by hand: plain SGD, lr 1, from p = 0, window
+ * 3, scale 1024. Each step uploads its true gradient times the scale the
+ * optimizer said the next step uses, as backward would make it. Steps 1-3
+ * are clean (the 3rd doubles the scale to 2048), step 4 overflows (skipped,
+ * back to 1024), step 5 is clean again. p moves by the true gradient only. */
+static int test_loss_scale_dynamic(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    ds_optim_cfg c = ds_optim_defaults();
+    c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+    c.loss_scale = 1024, c.loss_scale_window = 3;
+    const double g_true[5] = {2, -1, 0.5, INFINITY, 1};
+    const double used[5] = {1024, 1024, 1024, 2048, 1024}, next[5] = {1024, 1024, 2048, 1024, 1024};
+    const double p_want[5] = {-2, -1, -1.5, -1.5, -2.5};
+    const long skips[5] = {0, 0, 0, 1, 1};
+    void *pb, *gb;
+    ds_optim *o;
+    double p, dev_scale;
+    T_OK(be->alloc(ctx, dt, 1, &pb));
+    T_OK(be->alloc(ctx, dt, 1, &gb));
+    T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
+    for (int s = 0; s < 5; s++) {
+        const double g = g_true[s] * used[s];
+        ds_optim_status os;
+        T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
+        T_OK(ds_optim_update(o, pb, gb, 1.0));
+        T_OK(ds_optim_read(o, &os));
+        T_OK(read_one(dt, pb, &p));
+        T_OK(t_get_real(be, ctx, DS_F64, 1, ds_optim_loss_scale(o), &dev_scale));
+        T_CHECK(os.loss_scale == used[s] && os.next_scale == next[s] && dev_scale == next[s],
+                "%s step %d: scale used %g then %g (device %g), want %g then %g", dn, s + 1,
+                os.loss_scale, os.next_scale, dev_scale, used[s], next[s]);
+        T_CHECK(os.skipped == (s == 3) && os.skips == skips[s],
+                "%s step %d: skipped %d, %ld so far, want %d, %ld", dn, s + 1, os.skipped, os.skips,
+                s == 3, skips[s]);
+        T_CHECK(p == p_want[s], "%s step %d: p %.17g, want %g (the unscaled gradient)", dn, s + 1,
+                p, p_want[s]);
+        if (!os.skipped)
+            T_CHECK(os.grad_norm == fabs(g_true[s]), "%s step %d: norm %.17g, want %g (unscaled)",
+                    dn, s + 1, os.grad_norm, fabs(g_true[s]));
+    }
+    ds_optim_destroy(o);
+    t_release_all(be, ctx, (void *[]){pb, gb}, 2);
+    return 0;
+}
+
+/* A static scale never changes, even on a skip; a dynamic one stops halving
+ * at 1. */
+static int test_loss_scale_static_and_floor(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    const double scales[2] = {512, 1};
+    const long windows[2] = {0, 5};
+    for (int k = 0; k < 2; k++) {
+        ds_optim_cfg c = ds_optim_defaults();
+        c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+        c.loss_scale = scales[k], c.loss_scale_window = windows[k];
+        const double inf = INFINITY;
+        void *pb, *gb;
+        ds_optim *o;
+        ds_optim_status os;
+        T_OK(be->alloc(ctx, dt, 1, &pb));
+        T_OK(be->alloc(ctx, dt, 1, &gb));
+        T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
+        for (int s = 0; s < 3; s++) {
+            T_OK(t_put_real(be, ctx, dt, 1, &inf, gb));
+            T_OK(ds_optim_update(o, pb, gb, 1.0));
+        }
+        T_OK(ds_optim_read(o, &os));
+        T_CHECK(os.skipped && os.skips == 3 && os.steps == 0 && os.next_scale == scales[k],
+                "%s %s scale %g: after 3 overflows skipped %d, %ld skips, %ld steps, scale %g",
+                dn, windows[k] ? "dynamic" : "static", scales[k], os.skipped, os.skips, os.steps,
+                os.next_scale);
+        ds_optim_destroy(o);
+        t_release_all(be, ctx, (void *[]){pb, gb}, 2);
+    }
+    return 0;
+}
+
 /* The AdamW of the worked example below: betas 0.9, 0.999, eps 1e-8, wd 0.5. */
 static ds_optim_cfg adamw_by_hand_cfg(void)
 {
@@ -529,6 +608,8 @@ int main(int argc, char **argv)
         test_clip_off(dts[i]);
         test_clip_nonfinite(dts[i]);
         test_sgd_by_hand(dts[i]);
+        test_loss_scale_dynamic(dts[i]);
+        test_loss_scale_static_and_floor(dts[i]);
         test_adamw_by_hand(dts[i]);
         test_skip_then_step(dts[i]);
         test_update_does_not_wait(dts[i]);
