@@ -7,8 +7,12 @@ file(GLOB PARITY_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/parity/*.c)
 add_executable(parity_ops ${PARITY_SOURCES})
 target_link_libraries(parity_ops PRIVATE dstrain_core)
 
+# float16/bfloat16: the CPU's emulated tables (ops_half.inc); the CUDA
+# backend has no 16-bit tables yet.
+set(PARITY_DTYPES_cpu float32 float64 float16 bfloat16)
+set(PARITY_DTYPES_cuda float32 float64)
 foreach(backend cpu cuda)
-  foreach(dtype float32 float64)
+  foreach(dtype ${PARITY_DTYPES_${backend}})
     add_test(NAME parity_${backend}_${dtype} COMMAND parity_ops ${backend} ${dtype})
     # NVIDIA_TF32_OVERRIDE=0: the float32 tolerance assumes IEEE float32 products
     set_tests_properties(parity_${backend}_${dtype} PROPERTIES TIMEOUT 600

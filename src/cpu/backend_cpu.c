@@ -1,5 +1,6 @@
 /* backend_cpu.c - the CPU backend: host memory and the float32/float64 op
- * tables. It is the reference every other backend is checked against.
+ * tables, and the float16/bfloat16 ones that emulate a GPU's storage
+ * (ops_half.inc). It is the reference every other backend is checked against.
  * Every op runs to completion when called, so events are always complete
  * and the asynchronous copies are plain copies. */
 #include <stdatomic.h>
@@ -7,13 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend.h"
+#include "cpu_ctx.h"
 
 char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
 
-extern const ds_ops ds_cpu_ops_f32, ds_cpu_ops_f64;
-
-struct ds_ctx { int device; };
 struct ds_event { int recorded; };
 
 /* Process-wide: every context of this backend together. */
@@ -37,7 +35,27 @@ static ds_status cpu_ctx_create(int device, const ds_ctx_opts *opts, ds_ctx **ou
     return *out ? DS_OK : DS_FAIL(DS_ERR_MEM, "cpu context");
 }
 
-static void cpu_ctx_destroy(ds_ctx *c) { free(c); }
+static void cpu_ctx_destroy(ds_ctx *c)
+{
+    if (!c)
+        return;
+    for (int k = 0; k < DS_CPU_SCRATCH_SLOTS; k++)
+        free(c->scratch[k]);
+    free(c);
+}
+
+float *ds_cpu_scratch(ds_ctx *c, int k, size_t count)
+{
+    if (count <= c->scratch_cap[k])
+        return c->scratch[k];
+    float *p = aligned_alloc(DS_ALIGN_BYTES, round_up(count * sizeof *p));
+    if (!p)
+        return NULL;
+    free(c->scratch[k]);
+    c->scratch[k] = p;
+    c->scratch_cap[k] = round_up(count * sizeof *p) / sizeof *p;
+    return p;
+}
 
 static void note_in_use(long delta)
 {
@@ -151,6 +169,8 @@ static const ds_ops *cpu_ops(ds_dtype t)
     switch (t) {
     case DS_F32: return &ds_cpu_ops_f32;
     case DS_F64: return &ds_cpu_ops_f64;
+    case DS_F16: return &ds_cpu_ops_f16;
+    case DS_BF16: return &ds_cpu_ops_bf16;
     default: return NULL;
     }
 }

@@ -1,0 +1,24 @@
+/* cpu_ctx.h - the CPU backend's context, private to src/cpu/: the device
+ * number and the float scratch the FP16/BF16 emulation converts through. */
+#ifndef DS_CPU_CTX_H
+#define DS_CPU_CTX_H
+
+#include <stddef.h>
+
+#include "../backend.h"
+
+enum { DS_CPU_SCRATCH_SLOTS = 8 };   /* the most compute-role tensors one op touches */
+
+struct ds_ctx {
+    int device;
+    float *scratch[DS_CPU_SCRATCH_SLOTS];
+    size_t scratch_cap[DS_CPU_SCRATCH_SLOTS];   /* floats */
+};
+
+/* Scratch slot k of c holding at least count floats, grown when needed
+ * (contents not kept); NULL when memory runs out. */
+float *ds_cpu_scratch(ds_ctx *c, int k, size_t count);
+
+extern const ds_ops ds_cpu_ops_f32, ds_cpu_ops_f64, ds_cpu_ops_f16, ds_cpu_ops_bf16;
+
+#endif
