@@ -105,9 +105,9 @@ ds_status cuda_loss_total(ds_ctx *, int n, double norm, const void *loss, void *
 template <typename T> ds_status cuda_sumsq(ds_ctx *, size_t n, const void *x, void *scal);
 template <typename T>
 ds_status cuda_sgd_step(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p, const void *g,
-                        void *v, void *scal);
+                        void *v, void *w, void *scal);
 template <typename T>
 ds_status cuda_adamw_step(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p, const void *g,
-                          void *m, void *v, void *scal);
+                          void *m, void *v, void *w, void *scal);
 
 #endif

@@ -48,7 +48,7 @@ __global__ void sumsq_partial(size_t n, const T *__restrict__ x, double *__restr
         partials[blockIdx.x] = s;
 }
 
-/* Pass 2 (one block): partials [blocks] -> scal[DS_OPT_SUMSQ]. */
+/* Pass 2 (one block): partials [blocks] added to scal[DS_OPT_SUMSQ]. */
 __global__ void sumsq_final(int blocks, const double *__restrict__ partials, double *scal)
 {
     __shared__ double sh[RED_BLOCK];
@@ -57,7 +57,7 @@ __global__ void sumsq_final(int blocks, const double *__restrict__ partials, dou
         s += partials[b];
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
-        scal[DS_OPT_SUMSQ] = s;
+        scal[DS_OPT_SUMSQ] += s;
 }
 
 /* The verdict (opt_decide.h, shared with the CPU), one thread: norm, clip,
@@ -80,7 +80,7 @@ template <typename T> struct sgd_args {
  * opt_decide: torch.optim.SGD with momentum (dampening 0), the CPU's order. */
 template <typename T>
 __global__ void sgd_update(size_t n, sgd_args<T> h, T *__restrict__ p, const T *__restrict__ g,
-                           T *__restrict__ v, const double *__restrict__ scal)
+                           T *__restrict__ v, T *__restrict__ w, const double *__restrict__ scal)
 {
     if (scal[DS_OPT_SKIPPED] != 0)
         return;
@@ -96,6 +96,8 @@ __global__ void sgd_update(size_t n, sgd_args<T> h, T *__restrict__ p, const T *
             d = h.nesterov ? d + h.mu * vi : vi;
         }
         p[i] = pi - h.lr * d;
+        if (w)
+            w[i] = p[i];
     }
 }
 
@@ -113,7 +115,7 @@ template <typename T> struct adamw_args {
 template <typename T>
 __global__ void adamw_update(size_t n, adamw_args<T> h, T *__restrict__ p,
                              const T *__restrict__ g, T *__restrict__ m, T *__restrict__ v,
-                             const double *__restrict__ scal)
+                             T *__restrict__ w, const double *__restrict__ scal)
 {
     __shared__ T corr[2];   /* step_size, sqrt of the second bias correction */
     if (scal[DS_OPT_SKIPPED] != 0)
@@ -137,12 +139,14 @@ __global__ void adamw_update(size_t n, adamw_args<T> h, T *__restrict__ p,
         v[i] = vi;
         pi -= step_size * mi / (dev_sqrt(vi) / bc2_sqrt + h.eps);
         p[i] = pi;
+        if (w)
+            w[i] = pi;
     }
 }
 
 }   // namespace
 
-/* x [n] -> scal[DS_OPT_SUMSQ] (scalar) = sum x^2 (assigns; the other scalars untouched). */
+/* x [n] -> scal[DS_OPT_SUMSQ] (scalar) += sum x^2 (the other scalars untouched). */
 template <typename T> ds_status cuda_sumsq(ds_ctx *ctx, size_t n, const void *x, void *scal)
 {
     unsigned blocks = ds_cuda_grid(ctx, n, RED_BLOCK);
@@ -159,16 +163,18 @@ template <typename T> ds_status cuda_sumsq(ds_ctx *ctx, size_t n, const void *x,
  * (scalar): one SGD update, decided on the device. */
 template <typename T>
 ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p, const void *g,
-                        void *v, void *scal)
+                        void *v, void *w, void *scal)
 {
     const sgd_args<T> a = {(T)h->lr, (T)h->momentum, (T)h->weight_decay, h->nesterov};
     if (a.mu != T(0) && !v && n > 0)
         return DS_FAIL(DS_ERR_ARG, "sgd_step: momentum %g needs a velocity buffer",
                        h->momentum);
-    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
-    DS_LAUNCHED();
+    if (!h->decided) {
+        opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
+        DS_LAUNCHED();
+    }
     sgd_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, a, (T *)p, (const T *)g, (T *)v, (const double *)scal);
+        n, a, (T *)p, (const T *)g, (T *)v, (T *)w, (const double *)scal);
     DS_LAUNCHED();
     return DS_OK;
 }
@@ -177,7 +183,7 @@ ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
  * update, decided on the device. */
 template <typename T>
 ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
-                          const void *g, void *m, void *v, void *scal)
+                          const void *g, void *m, void *v, void *w, void *scal)
 {
     adamw_args<T> a;
     a.b1 = (T)h->beta1;
@@ -190,10 +196,12 @@ ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *
     a.lr = (T)h->lr;
     a.beta1 = h->beta1;
     a.beta2 = h->beta2;
-    opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
-    DS_LAUNCHED();
+    if (!h->decided) {
+        opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
+        DS_LAUNCHED();
+    }
     adamw_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, a, (T *)p, (const T *)g, (T *)m, (T *)v, (const double *)scal);
+        n, a, (T *)p, (const T *)g, (T *)m, (T *)v, (T *)w, (const double *)scal);
     DS_LAUNCHED();
     return DS_OK;
 }
@@ -201,10 +209,10 @@ ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *
 template ds_status cuda_sumsq<float>(ds_ctx *, size_t, const void *, void *);
 template ds_status cuda_sumsq<double>(ds_ctx *, size_t, const void *, void *);
 template ds_status cuda_sgd_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                        const void *, void *, void *);
+                                        const void *, void *, void *, void *);
 template ds_status cuda_sgd_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                         const void *, void *, void *);
+                                         const void *, void *, void *, void *);
 template ds_status cuda_adamw_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                          const void *, void *, void *, void *);
+                                          const void *, void *, void *, void *, void *);
 template ds_status cuda_adamw_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                           const void *, void *, void *, void *);
+                                           const void *, void *, void *, void *, void *);

@@ -106,6 +106,8 @@ typedef struct {
     double max_norm;          /* clip the global gradient norm to this; <= 0: never */
     double scale_window;      /* dynamic loss scaling: clean steps before the scale
                                * doubles (the scale halves on a skip); 0: it never changes */
+    int decided;              /* 1: scal holds this step's verdict already (a second group
+                               * of parameters): apply it, decide nothing */
 } ds_opt_hparams;
 
 /* The optimizer's scalars in backend memory (scalar role), read by the host
@@ -259,7 +261,8 @@ typedef struct ds_ops {
     ds_status (*loss_total)(ds_ctx *, int n, double norm, const void *loss, void *out);
 
     /* ---- optimizer (flat buffers of n elements) ---- */
-    /* scal[DS_OPT_SUMSQ] (scalar) = sum of x^2 (assigns), accumulated in double. */
+    /* scal[DS_OPT_SUMSQ] (scalar) += sum of x^2, accumulated in double (so
+     * groups of parameters add up to one global norm). */
     ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *scal);
     /* One update, deciding from scal in backend memory (ds_opt_decide in
      * opt_decide.h): norm = sqrt(sumsq) / scale; not finite -> nothing
@@ -268,16 +271,19 @@ typedef struct ds_ops {
      * max_norm > 0 and norm > max_norm (as torch's clip_grad_norm_) and
      * divided by the scale, the update applied and scal[DS_OPT_STEPS]
      * incremented; with h->scale_window > 0 the scale then halves on a skip
-     * and doubles after that many clean steps. g [n] (compute) is read, not
-     * changed; p [n] and the moments (master role: FP32, FP64 in fp64 runs).
+     * and doubles after that many clean steps (h->decided: the verdict in
+     * scal stands, as decided by the step's first group). g [n] (compute) is
+     * read, not changed; p [n] and the moments (master role: FP32, FP64 in
+     * fp64 runs); w [n] (compute; NULL: none) gets the updated p rounded to
+     * the compute dtype, the working copy forward reads.
      * PyTorch SGD: g' = g + wd*p; v = momentum*v + g'; p -= lr*(nesterov ?
      * g' + momentum*v : v); v [n] (NULL when momentum is 0). */
     ds_status (*sgd_step)(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p, const void *g,
-                          void *v, void *scal);
+                          void *v, void *w, void *scal);
     /* PyTorch AdamW, step counted from 1: p *= 1 - lr*wd; m, v moments [n];
      * p -= lr * mhat / (sqrt(vhat) + eps). */
     ds_status (*adamw_step)(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p,
-                            const void *g, void *m, void *v, void *scal);
+                            const void *g, void *m, void *v, void *w, void *scal);
 } ds_ops;
 
 /* What a context has done, for tests and memory reports. */

@@ -21,6 +21,9 @@ ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group
         return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
     ds_status st = ds_model_get(m, which, host);
     const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
+    /* parameters as the master copy holds them (FP32 in fp16/bf16 runs) */
+    const ds_roles r = ds_model_roles(m);
+    const ds_dtype dt = state ? r.stats : r.master;
     for (int i = 0; st == DS_OK && i < count; i++) {
         const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
         char name[128];
@@ -28,7 +31,7 @@ ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group
         for (int k = 0; k < t->rank; k++)
             dims[k] = (hsize_t)t->dims[k];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
-        st = ds_h5_write_f64_as(file, name, ds_model_dtype(m), t->rank, dims, host + t->offset);
+        st = ds_h5_write_f64_as(file, name, dt, t->rank, dims, host + t->offset);
     }
     free(host);
     return st;
@@ -125,7 +128,8 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "dtype", dts, sizeof dts);
     if (st == DS_OK)
-        *dt = !strcmp(dts, "float64") ? DS_F64 : DS_F32;
+        st = ds_dtype_parse(dts, dt) ? DS_OK
+                                     : DS_FAIL(DS_ERR_IO, "%s: attribute dtype is \"%s\"", path, dts);
     if (st == DS_OK)
         st = read_info(f, path, info);
     free(json);

@@ -1,6 +1,8 @@
 /* dtype.c - sizes and names of element types. */
 #include "dtype.h"
 
+#include <string.h>
+
 size_t ds_dtype_size(ds_dtype t)
 {
     switch (t) {
@@ -24,4 +26,15 @@ const char *ds_dtype_name(ds_dtype t)
     case DS_U8: return "uint8";
     }
     return "unknown";
+}
+
+int ds_dtype_parse(const char *name, ds_dtype *out)
+{
+    static const ds_dtype all[] = {DS_F32, DS_F64, DS_F16, DS_BF16, DS_I32, DS_I64, DS_U8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(name, ds_dtype_name(all[i]))) {
+            *out = all[i];
+            return 1;
+        }
+    return 0;
 }

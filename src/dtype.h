@@ -11,6 +11,8 @@ typedef enum {
 
 size_t ds_dtype_size(ds_dtype t);
 const char *ds_dtype_name(ds_dtype t);
+/* The dtype named name (as ds_dtype_name prints it): 1, or 0 when none is. */
+int ds_dtype_parse(const char *name, ds_dtype *out);
 
 /* Address of element i of a buffer of type t (no dereference: works for
  * device pointers too). */

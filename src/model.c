@@ -151,11 +151,24 @@ static ds_status place_in_span(ds_model *m, int i)
     return DS_OK;
 }
 
-/* Forward order, every tensor aligned; a recurrent layer's weights as its span. */
+/* BatchNorm's weight and bias (its running statistics are the stats table). */
+static int is_bn_param(const ds_tensor *t) { return strstr(t->name, ".bn.") != NULL; }
+
+/* Forward order, every tensor aligned; a recurrent layer's weights as its
+ * span. When the stats dtype is not the compute dtype (fp16, bf16),
+ * BatchNorm's parameters go to their own buffer in the stats dtype. */
 static ds_status place_tensors(ds_model *m)
 {
+    const int apart = m->roles.stats != m->dt;
     size_t at = 0;
+    m->bn_param_span = 0;
     for (int i = 0; i < m->n_params; i++) {
+        if (apart && is_bn_param(&m->params[i])) {
+            m->params[i].group = 1;
+            m->params[i].place = m->bn_param_span;
+            m->bn_param_span += ds_align_elems(m->roles.stats, m->params[i].count);
+            continue;
+        }
         if (m->span_of[i] < 0) {
             m->params[i].place = at;
             at += ds_align_elems(m->dt, m->params[i].count);
@@ -306,7 +319,8 @@ static size_t stage_bytes(const ds_model *m)
     const size_t T = (size_t)m->t_max[m->cfg.n_conv], B = (size_t)m->lim.batch;
     const size_t in = (size_t)m->lim.frames * B * m->cfg.n_features;
     size_t bytes = max_size(m->param_span, max_size(in, T * B * m->cfg.n_classes)) * ds_dtype_size(m->dt);
-    bytes = max_size(bytes, m->stats_span * ds_dtype_size(m->roles.stats));
+    bytes = max_size(bytes, m->param_span * ds_dtype_size(m->roles.master));
+    bytes = max_size(bytes, max_size(m->stats_span, m->bn_param_span) * ds_dtype_size(m->roles.stats));
     return max_size(bytes, (B + DS_LOSS_SCALARS) * ds_dtype_size(m->roles.scalar));
 }
 
@@ -317,6 +331,12 @@ static ds_status alloc_buffers(ds_model *m)
     const size_t label_cap = (size_t)m->lim.batch * (m->lim.label_len + 1);
     DS_TRY(be->alloc(m->ctx, m->dt, m->param_span, &m->p));
     DS_TRY(be->alloc(m->ctx, m->dt, m->param_span, &m->g));
+    if (m->roles.master != m->dt)
+        DS_TRY(be->alloc(m->ctx, m->roles.master, m->param_span, &m->pm));
+    if (m->bn_param_span) {
+        DS_TRY(be->alloc(m->ctx, m->roles.stats, m->bn_param_span, &m->bp));
+        DS_TRY(be->alloc(m->ctx, m->roles.stats, m->bn_param_span, &m->bg));
+    }
     DS_TRY(be->alloc(m->ctx, m->roles.stats, m->stats_span, &m->rs));
     DS_TRY(be->alloc(m->ctx, m->dt, m->act_count, &m->act));
     DS_TRY(be->alloc(m->ctx, m->dt, m->dact_count, &m->dact));
@@ -333,18 +353,17 @@ static ds_status alloc_buffers(ds_model *m)
     return be->host_alloc(m->ctx, m->stage_bytes, &m->stage);
 }
 
-/* Only precisions whose BatchNorm parameters share the compute dtype: they
- * live in the one flat parameter buffer (fp16/bf16 split them out). */
+/* The backend's table for the compute dtype, and its stats dtype's when
+ * BatchNorm's parameters are kept apart (their optimizer group runs on it). */
 static ds_status check_precision(const ds_backend *be, ds_dtype dt, const ds_ops **op)
 {
-    /* the backend first: a precision it lacks (fp16 on the CPU) is the error to report */
     *op = be->ops(dt);
     if (!*op)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
-    const ds_roles r = ds_precision_roles(dt);
-    if (r.stats != r.compute)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "%s precision keeps BatchNorm in %s: not built yet",
-                       ds_dtype_name(dt), ds_dtype_name(r.stats));
+    const ds_dtype stats = ds_precision_roles(dt).stats;
+    if (!be->ops(stats))
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops for BatchNorm's parameters",
+                       be->name, ds_dtype_name(stats));
     return DS_OK;
 }
 
@@ -381,8 +400,8 @@ void ds_model_destroy(ds_model *m)
     for (int j = 0; j < m->cfg.rnn_layers && j < DS_MAX_RNN; j++)
         if (m->rnn[j].plan)
             m->op->rnn_plan_destroy(m->ctx, m->rnn[j].plan);
-    void *bufs[] = {m->p, m->g, m->rs, m->act, m->dact, m->bna, m->sca, m->d_len, m->d_labels,
-                    m->d_label_off, m->d_label_len, m->d_best};
+    void *bufs[] = {m->p, m->g, m->pm, m->bp, m->bg, m->rs, m->act, m->dact, m->bna, m->sca,
+                    m->d_len, m->d_labels, m->d_label_off, m->d_label_len, m->d_best};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         m->be->release(m->ctx, bufs[i]);
     if (m->h_len)
@@ -442,46 +461,72 @@ ds_status ds_model_init_params(ds_model *m, uint64_t seed)
 
 /* ---- host access ---- */
 
+/* Where one group of a table lives: its tensors are those of that group. */
 typedef struct {
-    ds_tensor *tab;
-    int n;
+    const ds_tensor *tab;
+    int n, group;
     void *buf;
     size_t span;
     ds_dtype dt;
 } flat_buffer;
 
-static ds_status buffer_of(ds_model *m, int which, flat_buffer *b)
+/* The buffers of which: [2] by group (a group without tensors has no buf).
+ * Parameters are read from the master copy where it stands apart. */
+static ds_status buffers_of(ds_model *m, int which, flat_buffer *b)
 {
+    const ds_dtype st = m->roles.stats;
     switch (which) {
-    case DS_PARAMS: *b = (flat_buffer){m->params, m->n_params, m->p, m->param_span, m->dt}; return DS_OK;
-    case DS_GRADS: *b = (flat_buffer){m->params, m->n_params, m->g, m->param_span, m->dt}; return DS_OK;
+    case DS_PARAMS:
+        b[0] = (flat_buffer){m->params, m->n_params, 0, m->pm ? m->pm : m->p, m->param_span,
+                             m->pm ? m->roles.master : m->dt};
+        b[1] = (flat_buffer){m->params, m->n_params, 1, m->bp, m->bn_param_span, st};
+        return DS_OK;
+    case DS_GRADS:
+        b[0] = (flat_buffer){m->params, m->n_params, 0, m->g, m->param_span, m->dt};
+        b[1] = (flat_buffer){m->params, m->n_params, 1, m->bg, m->bn_param_span, st};
+        return DS_OK;
     case DS_BN_STATS:
-        *b = (flat_buffer){m->stats, m->n_stats, m->rs, m->stats_span, m->roles.stats};
+        b[0] = (flat_buffer){m->stats, m->n_stats, 0, m->rs, m->stats_span, st};
+        b[1] = (flat_buffer){0};
         return DS_OK;
     }
     return DS_FAIL(DS_ERR_ARG, "no model buffer %d", which);
 }
 
-/* Copies buffer which to (to_host) or from packed host doubles, tensor by
- * tensor, through the staging buffer in the buffer's dtype. Padding between
- * tensors stays zero. */
+/* Copies one group of b to (to_host) or from packed host doubles, tensor by
+ * tensor, through the staging buffer in the buffer's dtype dt (b->dt, or the
+ * compute dtype for the working copy). Padding between tensors stays zero. */
+static ds_status transfer_group(ds_model *m, const flat_buffer *b, void *buf, ds_dtype dt,
+                                int to_host, double *host)
+{
+    if (to_host)
+        DS_TRY(m->be->to_host(m->ctx, dt, b->span, buf, m->stage));
+    else
+        memset(m->stage, 0, b->span * ds_dtype_size(dt));
+    for (int i = 0; i < b->n; i++) {
+        const ds_tensor *t = &b->tab[i];
+        if (t->group != b->group)
+            continue;
+        void *staged = ds_elem(m->stage, dt, t->place);
+        if (to_host)
+            DS_TRY(ds_convert(DS_F64, host + t->offset, dt, staged, t->count));
+        else
+            DS_TRY(ds_convert(dt, staged, DS_F64, host + t->offset, t->count));
+    }
+    return to_host ? DS_OK : m->be->from_host(m->ctx, dt, b->span, m->stage, buf);
+}
+
 static ds_status transfer(ds_model *m, int which, int to_host, double *host)
 {
-    flat_buffer b = {0};
-    DS_TRY(buffer_of(m, which, &b));
-    if (to_host)
-        DS_TRY(m->be->to_host(m->ctx, b.dt, b.span, b.buf, m->stage));
-    else
-        memset(m->stage, 0, b.span * ds_dtype_size(b.dt));
-    for (int i = 0; i < b.n; i++) {
-        const ds_tensor *t = &b.tab[i];
-        void *staged = ds_elem(m->stage, b.dt, t->place);
-        if (to_host)
-            DS_TRY(ds_convert(DS_F64, host + t->offset, b.dt, staged, t->count));
-        else
-            DS_TRY(ds_convert(b.dt, staged, DS_F64, host + t->offset, t->count));
-    }
-    return to_host ? DS_OK : m->be->from_host(m->ctx, b.dt, b.span, m->stage, b.buf);
+    flat_buffer b[2] = {{0}};
+    DS_TRY(buffers_of(m, which, b));
+    for (int k = 0; k < 2; k++)
+        if (b[k].buf)
+            DS_TRY(transfer_group(m, &b[k], b[k].buf, b[k].dt, to_host, host));
+    /* new master weights: the working copy forward reads, rounded once */
+    if (!to_host && which == DS_PARAMS && m->pm)
+        DS_TRY(transfer_group(m, &b[0], m->p, m->dt, 0, host));
+    return DS_OK;
 }
 
 ds_status ds_model_get(ds_model *m, int which, double *host) { return transfer(m, which, 1, host); }
@@ -595,6 +640,35 @@ const ds_model_cfg *ds_model_config(const ds_model *m) { return &m->cfg; }
 ds_ctx *ds_model_ctx(ds_model *m) { return m->ctx; }
 void *ds_model_params(ds_model *m) { return m->p; }
 void *ds_model_grads(ds_model *m) { return m->g; }
+
+void *ds_model_bn_param_grads(ds_model *m, size_t *n)
+{
+    *n = m->bn_param_span;
+    return m->bg;
+}
+
+int ds_model_optim_bufs(ds_model *m, ds_optim_bufs *b)
+{
+    b[0] = (ds_optim_bufs){m->pm ? m->pm : m->p, m->g, m->pm ? m->p : NULL};
+    if (!m->bn_param_span)
+        return 1;
+    b[1] = (ds_optim_bufs){m->bp, m->bg, NULL};
+    return 2;
+}
+
+ds_status ds_model_optim_create(ds_model *m, const ds_optim_cfg *c, ds_optim **out)
+{
+    DS_TRY(ds_optim_create(c, m->be, m->ctx, m->dt, m->param_span, out));
+    if (m->bn_param_span) {
+        ds_status st = ds_optim_add_group(*out, m->roles.stats, m->bn_param_span);
+        if (st != DS_OK) {
+            ds_optim_destroy(*out);
+            *out = NULL;
+            return st;
+        }
+    }
+    return DS_OK;
+}
 int ds_model_batch_out_frames(const ds_model *m) { return m->t[m->cfg.n_conv]; }
 const int *ds_model_out_lengths(const ds_model *m)
 {

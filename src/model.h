@@ -11,6 +11,9 @@
  * Parameters, their gradients and BatchNorm running statistics each live in
  * one flat buffer of the backend, laid out in forward order (so the last
  * layers' gradients are a contiguous tail: reduction buckets are ranges).
+ * In fp16/bf16 runs the flat buffer holds the 16-bit working copy, an FP32
+ * master copy stands beside it, and BatchNorm's parameters and gradients
+ * live apart in FP32 (the stats role; tensor group 1).
  * Every tensor starts 256-byte aligned; a recurrent layer's weights are one
  * span laid out as its backend wants (ds_rnn_layout). The host never sees
  * that placement: host copies (ds_model_get/put) are packed in table order,
@@ -28,6 +31,7 @@
 #include "backend.h"
 #include "batch.h"
 #include "config.h"
+#include "optim.h"
 
 #define DS_MAX_RNN 32
 /* Tensors of the largest valid config: per conv layer weight, bias and BN
@@ -43,6 +47,8 @@ typedef struct {
     size_t count;               /* elements */
     size_t offset;              /* in the packed host copy (ds_model_get/put): table order */
     size_t place;               /* in the backend's flat buffer, as the backend placed it */
+    int group;                  /* 0: the compute flat buffer; 1: the stats-role buffer
+                                 * (BatchNorm's parameters in fp16/bf16 runs) */
 } ds_tensor;
 
 typedef struct ds_model ds_model;
@@ -133,11 +139,21 @@ const ds_backend *ds_model_backend(const ds_model *m);
 size_t ds_model_bn_moments_max(const ds_model *m);
 
 /* Backend buffers, for the optimizer and gradient reduction. */
-void *ds_model_params(ds_model *m);        /* [param_span] compute dtype */
+void *ds_model_params(ds_model *m);        /* [param_span] compute dtype: what forward reads */
 void *ds_model_grads(ds_model *m);         /* [param_span] compute dtype */
+/* fp16/bf16: BatchNorm's parameter gradients, [*n] in the stats role, summed
+ * across ranks apart from the flat buffer; NULL and 0 in other runs. */
+void *ds_model_bn_param_grads(ds_model *m, size_t *n);
+/* The optimizer's groups (b [2]): group 0 the flat buffer's parameters
+ * (master copy, gradients, and the working copy when the master stands
+ * apart); in fp16/bf16 runs group 1, BatchNorm's parameters. Returns how many. */
+int ds_model_optim_bufs(ds_model *m, ds_optim_bufs *b);
+/* An optimizer over every group of m. */
+ds_status ds_model_optim_create(ds_model *m, const ds_optim_cfg *c, ds_optim **out);
 
 /* Host copies as double, packed in table order (ds_tensor.offset):
  * [param_count] for DS_PARAMS and DS_GRADS, [bn_stats_count] for DS_BN_STATS.
+ * DS_PARAMS reads the master copy; putting them sets the working copy too.
  * Blocking. */
 ds_status ds_model_get(ds_model *m, int which, double *host);
 ds_status ds_model_put(ds_model *m, int which, const double *host);

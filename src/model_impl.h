@@ -61,6 +61,9 @@ struct ds_model {
     size_t param_count, stats_count;   /* sums of the tensors' counts */
     size_t param_span, stats_span;     /* flat-buffer elements, alignment included */
     void *p, *g;                       /* flat params, grads [param_span] compute */
+    void *pm;                          /* master copy [param_span] master; NULL: p is it */
+    void *bp, *bg;                     /* fp16/bf16: BN params, grads [bn_param_span] stats */
+    size_t bn_param_span;              /* 0: BN params live in p (stats dtype == compute) */
     void *rs;                          /* BN running statistics [stats_span] stats dtype */
 
     conv_layer conv[DS_MAX_CONV];
@@ -98,8 +101,16 @@ static inline void *ds_m_act(ds_model *m, size_t off) { return ds_elem(m->act, m
 static inline void *ds_m_dact(ds_model *m, size_t off) { return ds_elem(m->dact, m->dt, off); }
 static inline void *ds_m_bna(ds_model *m, size_t off) { return ds_elem(m->bna, m->roles.stats, off); }
 static inline void *ds_m_sca(ds_model *m, size_t off) { return ds_elem(m->sca, m->roles.scalar, off); }
-static inline void *ds_m_param(ds_model *m, int i) { return ds_elem(m->p, m->dt, m->params[i].place); }
-static inline void *ds_m_grad(ds_model *m, int i) { return ds_elem(m->g, m->dt, m->params[i].place); }
+static inline void *ds_m_param(ds_model *m, int i)
+{
+    const ds_tensor *t = &m->params[i];
+    return t->group ? ds_elem(m->bp, m->roles.stats, t->place) : ds_elem(m->p, m->dt, t->place);
+}
+static inline void *ds_m_grad(ds_model *m, int i)
+{
+    const ds_tensor *t = &m->params[i];
+    return t->group ? ds_elem(m->bg, m->roles.stats, t->place) : ds_elem(m->g, m->dt, t->place);
+}
 static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->rs, m->roles.stats, m->stats[i].place); }
 static inline int *ds_m_len(ds_model *m, int stage) { return m->d_len + (size_t)stage * m->lim.batch; }
 static inline int ds_m_rnn_dirs(const ds_model *m) { return m->cfg.bidirectional ? 2 : 1; }

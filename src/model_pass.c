@@ -221,7 +221,12 @@ ds_status ds_model_read_loss(ds_model *m, ds_loss *out, double *losses)
  * the work queued so far completes. */
 static ds_status ready(ds_model *m, int first)
 {
-    return m->hooks.grad_ready ? m->hooks.grad_ready(m->hooks.user, m->params[first].place) : DS_OK;
+    /* BatchNorm's parameters may live apart (group 1): the flat buffer's
+     * final tail starts at its first tensor from here on */
+    while (first < m->n_params && m->params[first].group)
+        first++;
+    const size_t place = first < m->n_params ? m->params[first].place : m->param_span;
+    return m->hooks.grad_ready ? m->hooks.grad_ready(m->hooks.user, place) : DS_OK;
 }
 
 /* The tensor entering hidden FC k (k = n_fc: the output BatchNorm) and
@@ -334,5 +339,7 @@ ds_status ds_model_backward(ds_model *m)
 
 ds_status ds_model_zero_grad(ds_model *m)
 {
+    if (m->bg)
+        DS_TRY(m->be->zero(m->ctx, m->roles.stats, m->bn_param_span, m->bg));
     return m->be->zero(m->ctx, m->dt, m->param_span, m->g);
 }

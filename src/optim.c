@@ -5,14 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A group of parameters updated by the ops of its gradients' dtype. */
+typedef struct {
+    const ds_ops *op;
+    size_t n;
+    void *slot[2];      /* sgd: momentum in slot 0; adamw: first and second moments (master role) */
+} opt_group;
+
+enum { MAX_GROUPS = 2 };
+
 struct ds_optim {
     ds_optim_cfg cfg;
     const ds_backend *be;
     ds_ctx *ctx;
-    const ds_ops *op;
-    ds_dtype dt;
-    size_t n;
-    void *slot[2];      /* sgd: momentum in slot 0; adamw: first and second moments */
+    opt_group g[MAX_GROUPS];
+    int groups;
     void *scal;         /* backend [DS_OPT_SCALARS], scalar role (FP64) */
     double host[DS_OPT_SCALARS];
 };
@@ -71,21 +78,34 @@ double ds_optim_lr(const ds_optim_cfg *c, long step, int epoch)
     return lr;
 }
 
+ds_status ds_optim_add_group(ds_optim *o, ds_dtype dt, size_t n)
+{
+    if (o->groups == MAX_GROUPS)
+        return DS_FAIL(DS_ERR_ARG, "optimizer: at most %d groups of parameters", MAX_GROUPS);
+    opt_group *g = &o->g[o->groups];
+    g->op = o->be->ops(dt);
+    if (!g->op)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "optimizer: no %s ops on %s", ds_dtype_name(dt),
+                       o->be->name);
+    g->n = n;
+    o->groups++;
+    const ds_dtype master = ds_precision_roles(dt).master;
+    const int slots = o->cfg.kind == DS_OPT_ADAMW ? 2 : (o->cfg.momentum != 0 ? 1 : 0);
+    for (int i = 0; i < slots; i++)
+        DS_TRY(o->be->alloc(o->ctx, master, n, &g->slot[i]));
+    return DS_OK;
+}
+
 ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *ctx, ds_dtype dt,
                           size_t n, ds_optim **out)
 {
     *out = NULL;
-    const ds_ops *op = be->ops(dt);
-    if (!op)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "optimizer: no %s ops on %s", ds_dtype_name(dt), be->name);
     ds_optim *o = calloc(1, sizeof *o);
     if (!o)
         return DS_FAIL(DS_ERR_MEM, "optimizer");
-    *o = (ds_optim){.cfg = *c, .be = be, .ctx = ctx, .op = op, .dt = dt, .n = n};
+    *o = (ds_optim){.cfg = *c, .be = be, .ctx = ctx};
     ds_status st;
-    int slots = c->kind == DS_OPT_ADAMW ? 2 : (c->momentum != 0 ? 1 : 0);
-    for (int i = 0; i < slots; i++)
-        DS_TRY_GOTO(st, be->alloc(ctx, dt, n, &o->slot[i]), fail);
+    DS_TRY_GOTO(st, ds_optim_add_group(o, dt, n), fail);
     DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, DS_OPT_SCALARS, &o->scal), fail);
     o->host[DS_OPT_SCALE] = c->loss_scale;   /* the rest start at 0 */
     DS_TRY_GOTO(st, be->from_host(ctx, DS_F64, DS_OPT_SCALARS, o->host, o->scal), fail);
@@ -100,25 +120,37 @@ void ds_optim_destroy(ds_optim *o)
 {
     if (!o)
         return;
-    for (int i = 0; i < 2; i++)
-        if (o->slot[i])
-            o->be->release(o->ctx, o->slot[i]);
+    for (int k = 0; k < MAX_GROUPS; k++)
+        for (int i = 0; i < 2; i++)
+            if (o->g[k].slot[i])
+                o->be->release(o->ctx, o->g[k].slot[i]);
     if (o->scal)
         o->be->release(o->ctx, o->scal);
     free(o);
 }
 
-ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double lr)
+ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, double lr)
 {
     const ds_optim_cfg *c = &o->cfg;
-    const ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
-                              .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
-                              .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm,
-                              .scale_window = (double)c->loss_scale_window};
-    DS_TRY(o->op->sumsq(o->ctx, o->n, grads, o->scal));
-    if (c->kind == DS_OPT_ADAMW)
-        return o->op->adamw_step(o->ctx, o->n, &h, params, grads, o->slot[0], o->slot[1], o->scal);
-    return o->op->sgd_step(o->ctx, o->n, &h, params, grads, o->slot[0], o->scal);
+    ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
+                        .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                        .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm,
+                        .scale_window = (double)c->loss_scale_window};
+    /* one global norm: every group's squares added into one scalar */
+    DS_TRY(o->be->zero(o->ctx, DS_F64, 1, ds_elem(o->scal, DS_F64, DS_OPT_SUMSQ)));
+    for (int k = 0; k < o->groups; k++)
+        DS_TRY(o->g[k].op->sumsq(o->ctx, o->g[k].n, b[k].grads, o->scal));
+    for (int k = 0; k < o->groups; k++) {
+        const opt_group *g = &o->g[k];
+        h.decided = k > 0;   /* the first group decides for all */
+        if (c->kind == DS_OPT_ADAMW)
+            DS_TRY(g->op->adamw_step(o->ctx, g->n, &h, b[k].params, b[k].grads, g->slot[0],
+                                     g->slot[1], b[k].work, o->scal));
+        else
+            DS_TRY(g->op->sgd_step(o->ctx, g->n, &h, b[k].params, b[k].grads, g->slot[0],
+                                   b[k].work, o->scal));
+    }
+    return DS_OK;
 }
 
 const void *ds_optim_scalars(const ds_optim *o) { return o->scal; }
@@ -140,4 +172,4 @@ ds_status ds_optim_read(ds_optim *o, ds_optim_status *out)
 
 const void *ds_optim_loss_scale(const ds_optim *o) { return ds_elem(o->scal, DS_F64, DS_OPT_SCALE); }
 
-void *ds_optim_slot(ds_optim *o, int i) { return i >= 0 && i < 2 ? o->slot[i] : NULL; }
+void *ds_optim_slot(ds_optim *o, int i) { return i >= 0 && i < 2 ? o->g[0].slot[i] : NULL; }

@@ -40,17 +40,30 @@ double ds_optim_lr(const ds_optim_cfg *c, long step, int epoch);
 
 typedef struct ds_optim ds_optim;
 
-/* Master weights and optimizer state in dt (the master role: FP32, FP64 in
- * fp64 runs); n elements of the flat buffers. */
+/* An optimizer for n parameters whose gradients are of dtype dt (the
+ * compute role); master weights and optimizer state are in dt's master role
+ * (FP32 for fp32, fp16 and bf16; FP64 for fp64). */
 ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *ctx, ds_dtype dt,
                           size_t n, ds_optim **out);
+/* A second group of n parameters with gradients of dtype dt (16-bit runs:
+ * BatchNorm's, kept in the stats role), updated with the first under one
+ * global norm and one verdict. */
+ds_status ds_optim_add_group(ds_optim *o, ds_dtype dt, size_t n);
 void ds_optim_destroy(ds_optim *o);
 
-/* Queues one update of params [n] with grads [n] at learning rate lr: the
- * global gradient norm, clipping to max_grad_norm and the skip on a
- * non-finite norm are decided on the backend, from backend memory; the host
- * does not wait. grads are read, not changed. */
-ds_status ds_optim_update(ds_optim *o, void *params, const void *grads, double lr);
+/* One group's buffers for an update. */
+typedef struct {
+    void *params;        /* [n] master role: what the update changes */
+    const void *grads;   /* [n] read, not changed */
+    void *work;          /* [n] compute role: the working copy the update also
+                          * writes (16-bit runs); NULL: params are the working copy */
+} ds_optim_bufs;
+
+/* Queues one update of every group (b [groups]) at learning rate lr: the
+ * global gradient norm over all groups, clipping to max_grad_norm, the skip
+ * on a non-finite norm and the loss scale are decided on the backend, from
+ * backend memory; the host does not wait. */
+ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, double lr);
 
 typedef struct {
     double grad_norm;     /* before clipping, unscaled */

@@ -43,20 +43,29 @@ static ds_status alloc_rank_buffers(run_state *r)
     return DS_OK;
 }
 
+/* The largest sum apart from the buckets: BatchNorm's moments, and in
+ * fp16/bf16 runs BatchNorm's parameter gradients. */
+static size_t sum_capacity(ds_model *m)
+{
+    size_t n, moments = ds_model_bn_moments_max(m);
+    ds_model_bn_param_grads(m, &n);
+    return n > moments ? n : moments;
+}
+
 ds_status ds_run_setup_ranks(run_state *r)
 {
     const ds_train_opts *o = r->o;
     if (r->ranks == 1)
         return DS_OK;
     DS_TRY(alloc_rank_buffers(r));
-    DS_TRY(broadcast_params(r));
+    DS_TRY(broadcast_params(r));   /* fp16/bf16: the master copy, and the working copy from it */
     const ds_dtype dt = ds_model_dtype(r->model);
     const size_t bucket = (size_t)(o->bucket_mb * 1024 * 1024) / ds_dtype_size(dt);
     const ds_reducer_cfg rc = {.world = o->world, .kind = o->allreduce, .be = r->be, .ctx = r->ctx,
                                .device = o->world->device < 0 ? 0 : o->world->device, .dt = dt,
                                .grads = ds_model_grads(r->model),
                                .n = ds_model_param_span(r->model), .bucket_elems = bucket ? bucket : 1,
-                               .sum_capacity = ds_model_bn_moments_max(r->model),
+                               .sum_capacity = sum_capacity(r->model),
                                .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL};
     DS_TRY(ds_reducer_create(&rc, &r->dist.reducer));
     r->dist.world = o->world;

@@ -11,6 +11,7 @@ enum { SLOTS = 2, SLOT_DOUBLES = DS_LOSS_SCALARS + DS_OPT_SCALARS };
 struct ds_stepper {
     ds_model *m;
     ds_optim *o;
+    ds_optim_bufs groups[2];        /* what the optimizer updates (ds_model_optim_bufs) */
     ds_dist d;
     const ds_backend *be;
     ds_ctx *ctx;
@@ -37,6 +38,7 @@ ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepp
         return DS_FAIL(DS_ERR_MEM, "stepper");
     *s = (ds_stepper){.m = m, .o = o, .d = d ? *d : (ds_dist){0}, .ctx = ds_model_ctx(m)};
     s->be = ds_model_backend(m);
+    ds_model_optim_bufs(m, s->groups);
     ds_model_set_loss_scale(m, ds_optim_loss_scale(o));   /* decided on the backend, step by step */
     ds_status st = s->be->host_alloc(s->ctx, SLOTS * SLOT_DOUBLES * sizeof(double), (void **)&s->host);
     for (int k = 0; st == DS_OK && k < SLOTS; k++)
@@ -77,6 +79,18 @@ static ds_status upload(ds_stepper *s, const ds_batch *b)
 /* each phase inside a named range (NVTX on the GPU) */
 #define PHASE(s, name, call) DS_RANGED((s)->be, (s)->ctx, (name), (call))
 
+/* The buckets still in flight, then (fp16/bf16) BatchNorm's parameter
+ * gradients, which live apart from the flat buffer in the stats dtype. */
+static ds_status reduce_rest(ds_stepper *s, ds_reducer *red, ds_reduce_timing *t)
+{
+    size_t n;
+    void *bn_grads = ds_model_bn_param_grads(s->m, &n);
+    DS_TRY(ds_reducer_finish(red, t));
+    return bn_grads ? ds_reducer_sum(red, bn_grads, n, ds_model_roles(s->m).stats,
+                                     "BatchNorm parameter gradients")
+                    : DS_OK;
+}
+
 /* Forward, loss, backward with the reduction around it, update. */
 static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
 {
@@ -93,9 +107,9 @@ static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_redu
         DS_TRY(ds_reducer_begin(red));
     PHASE(s, "backward", ds_model_backward(m));
     if (red)
-        PHASE(s, "reduction", ds_reducer_finish(red, t));
+        PHASE(s, "reduction", reduce_rest(s, red, t));
     /* grads are summed over ranks: the norm, clip and skip are global */
-    PHASE(s, "optimizer", ds_optim_update(s->o, ds_model_params(m), ds_model_grads(m), lr));
+    PHASE(s, "optimizer", ds_optim_update(s->o, s->groups, lr));
     return DS_OK;
 }
 

@@ -81,9 +81,7 @@ static ds_status run_open(const ds_train_opts *o, run_state *r)
                    ds_model_create(&o->model, r->be, r->ctx, o->precision, &lim, &r->model)));
     DS_TRY(ds_model_init_params(r->model, o->seed));
     DS_TRY(planned(r, &lim, o->device, ds_run_setup_ranks(r)));
-    DS_TRY(planned(r, &lim, o->device, ds_optim_create(&r->ocfg, r->be, r->ctx,
-                                            ds_model_roles(r->model).master,
-                                            ds_model_param_span(r->model), &r->optim)));
+    DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->model, &r->ocfg, &r->optim)));
     DS_TRY(planned(r, &lim, o->device,
                    ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
     DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));

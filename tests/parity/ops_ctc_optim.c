@@ -197,6 +197,7 @@ static double *opt_scalars(const double *g, size_t n, double steps)
 typedef struct {
     size_t n;
     ds_opt_hparams h;
+    int work;              /* the update also writes the working copy w */
 } opt_arg;
 
 /* buf: x [n], scal [DS_OPT_SCALARS] (scalar). */
@@ -211,7 +212,7 @@ static void sumsq_big(void)
     /* 2^20 + 3: a tail after any power-of-two blocking */
     static const opt_arg a = {.n = (1u << 20) + 3};
     double *x = p_rand(P_COMPUTE, a.n, -1, 1), *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
-    scal[DS_OPT_SUMSQ] = NAN;
+    scal[DS_OPT_SUMSQ] = 1.5;   /* sumsq adds to it */
     p_case c = {"sumsq", "n1048579", .call = call_sumsq, .arg = &a};
     p_add(&c, "x", P_COMPUTE, P_IN, a.n, x);
     p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
@@ -223,9 +224,9 @@ static void sumsq_all(void)
 {
     static const opt_arg a = {.n = 1000};
     double *x = p_rand(P_COMPUTE, a.n, -1, 1), *xinf = p_vec(a.n);
-    /* only SUMSQ is assigned: the others must come back as they went */
+    /* only SUMSQ changes: the others must come back as they went */
     double *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
-    scal[DS_OPT_SUMSQ] = NAN;
+    scal[DS_OPT_SUMSQ] = 1.5;   /* sumsq adds to it */
     for (size_t i = 0; i < a.n; i++)
         xinf[i] = x[i];
     xinf[a.n / 2] = -INFINITY;
@@ -238,11 +239,12 @@ static void sumsq_all(void)
     p_scratch_reset();
 }
 
-/* buf: p [n] (master), g [n], v [n] (master, or NULL), scal [DS_OPT_SCALARS]. */
+/* buf: p [n] (master), g [n], v [n] (master, or NULL), w [n] (or NULL),
+ * scal [DS_OPT_SCALARS]. */
 static ds_status call_sgd(const p_side *s, void *const *buf, const void *arg)
 {
     const opt_arg *a = arg;
-    return s->ops->sgd_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3]);
+    return s->ops->sgd_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3], buf[4]);
 }
 
 static void sgd_case(const char *name, const opt_arg *a, const double *p, const double *g,
@@ -252,6 +254,7 @@ static void sgd_case(const char *name, const opt_arg *a, const double *p, const 
     p_add(&c, "p", P_MASTER, P_ACC, a->n, p);
     p_add(&c, "g", P_COMPUTE, P_IN, a->n, g);
     p_add(&c, "v", P_MASTER, a->h.momentum != 0 ? P_ACC : P_NULL, a->n, v);
+    p_add(&c, "w", P_COMPUTE, a->work ? P_OUT : P_NULL, a->n, NULL);
     p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
     p_run(&c);
 }
@@ -276,11 +279,12 @@ static void sgd_all(void)
     const ds_opt_hparams base = {.lr = 0.1, .weight_decay = 0.01};
     opt_arg a[6];
     for (int i = 0; i < 6; i++)
-        a[i] = (opt_arg){N, base};
+        a[i] = (opt_arg){N, base, 0};
     a[1].h.momentum = 0.9;
     a[2].h.momentum = 0.9, a[2].h.nesterov = 1;
     a[3].h.momentum = 0.9, a[3].h.max_norm = 0.25 * norm;   /* clipped */
     a[4].h.momentum = 0.9, a[4].h.max_norm = 2 * norm;      /* under the limit: clip 1 */
+    a[3].work = a[4].work = 1;   /* and the working copy written */
     a[5].h.momentum = 0.9, a[5].h.max_norm = 1;             /* non-finite: skipped */
     sgd_case("n500 plain (v=NULL)", &a[0], p, g, v, scal);
     sgd_case("n500 momentum 0.9", &a[1], p, g, v, scal);
@@ -289,8 +293,9 @@ static void sgd_all(void)
     sgd_case("n500 momentum, below max_norm", &a[4], p, g, v, scal);
     sgd_case("n500 inf in g: skipped", &a[5], p, ginf, v, scal_inf);
     /* loss scaling: g holds gradients times the scale, the update divides it out */
-    opt_arg st = a[3], dyn = a[3];
+    opt_arg st = a[3], dyn = a[3], second = a[2];
     dyn.h.scale_window = 3;
+    dyn.work = 0;   /* skipped cases below: the working copy is left alone */
     sgd_case("n500 clipped, static scale 1024", &st, p, g, v, opt_scalars_at(g, N, 3, 1024, 0));
     sgd_case("n500 clipped, dynamic: 3rd clean step doubles", &dyn, p, g, v,
              opt_scalars_at(g, N, 3, 1024, 2));
@@ -298,6 +303,11 @@ static void sgd_all(void)
              opt_scalars_at(ginf, N, 3, 1024, 2));
     sgd_case("n500 inf, dynamic at the floor: stays 1", &dyn, p, ginf, v,
              opt_scalars_at(ginf, N, 3, 1, 1));
+    /* a second group: the verdict in scal (here gain 0.25) applies, nothing is decided */
+    double *decided = opt_scalars(g, N, 3);
+    decided[DS_OPT_SKIPPED] = 0, decided[DS_OPT_GAIN] = 0.25;
+    second.h.decided = 1, second.work = 1;
+    sgd_case("n500 nesterov, second group (decided)", &second, p, g, v, decided);
     p_scratch_reset();
 }
 
@@ -306,17 +316,19 @@ static void sgd_big(void)
     enum { N = 100003 };
     double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
     double *v = p_rand(P_MASTER, N, -0.5, 0.5), *scal = opt_scalars(g, N, 3);
-    opt_arg a = {N, {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .weight_decay = 0.01}};
+    opt_arg a = {N, {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .weight_decay = 0.01}, 0};
     a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     sgd_case("n100003 nesterov, clipped", &a, p, g, v, scal);
     p_scratch_reset();
 }
 
-/* buf: p [n], g [n], m [n], v [n] (p, m, v master), scal [DS_OPT_SCALARS]. */
+/* buf: p [n], g [n], m [n], v [n] (p, m, v master), w [n] (or NULL),
+ * scal [DS_OPT_SCALARS]. */
 static ds_status call_adamw(const p_side *s, void *const *buf, const void *arg)
 {
     const opt_arg *a = arg;
-    return s->ops->adamw_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3], buf[4]);
+    return s->ops->adamw_step(s->ctx, a->n, &a->h, buf[0], buf[1], buf[2], buf[3], buf[4],
+                              buf[5]);
 }
 
 static void adamw_case(const char *name, const opt_arg *a, const double *p, const double *g,
@@ -327,6 +339,7 @@ static void adamw_case(const char *name, const opt_arg *a, const double *p, cons
     p_add(&c, "g", P_COMPUTE, P_IN, a->n, g);
     p_add(&c, "m", P_MASTER, P_ACC, a->n, m);
     p_add(&c, "v", P_MASTER, P_ACC, a->n, v);
+    p_add(&c, "w", P_COMPUTE, a->work ? P_OUT : P_NULL, a->n, NULL);
     p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
     p_run(&c);
 }
@@ -341,7 +354,7 @@ static void adamw_all(void)
     double *scal_inf = opt_scalars(ginf, N, 4);
     const ds_opt_hparams h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                               .weight_decay = 0.01};
-    opt_arg a = {N, h}, clip = {N, h};
+    opt_arg a = {N, h, 1}, clip = {N, h, 0};
     clip.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     adamw_case("n500 first step (m=v=0)", &a, p, g, zero, zero, first);
     adamw_case("n500 step 5", &a, p, g, m, v, scal);
@@ -361,7 +374,7 @@ static void adamw_big(void)
     double *m = p_rand(P_MASTER, N, -0.1, 0.1), *v = p_rand(P_MASTER, N, 0, 0.01);
     double *scal = opt_scalars(g, N, 4);
     opt_arg a = {N, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                     .weight_decay = 0.01}};
+                     .weight_decay = 0.01}, 0};
     a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     adamw_case("n100003 step 5, clipped", &a, p, g, m, v, scal);
     p_scratch_reset();

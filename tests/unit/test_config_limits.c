@@ -250,7 +250,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     if (st == DS_OK) st = t_perturb_bn(m, &rng);
     if (st == DS_OK) st = ds_batch_alloc(&b, BATCH, FRAMES, cfg->n_features, BATCH * lim.label_len);
     if (st == DS_OK) st = ds_synthetic_batch(&rng, cfg, BATCH, FRAMES, &b);
-    if (st == DS_OK) st = ds_optim_create(&oc, be, ctx, ds_model_roles(m).master, span, &o);
+    if (st == DS_OK) st = ds_model_optim_create(m, &oc, &o);
     if (st == DS_OK) st = ds_model_get(m, DS_PARAMS, p0);
     if (st == DS_OK) st = ds_model_set_batch(m, &b);
     be->counters(ctx, &c0);
@@ -258,7 +258,9 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     if (st == DS_OK) st = ds_model_forward(m, 1);
     if (st == DS_OK) st = ds_model_loss(m, 1);
     if (st == DS_OK) st = ds_model_backward(m);
-    if (st == DS_OK) st = ds_optim_update(o, ds_model_params(m), ds_model_grads(m), oc.lr);
+    ds_optim_bufs groups[2];
+    ds_model_optim_bufs(m, groups);
+    if (st == DS_OK) st = ds_optim_update(o, groups, oc.lr);
     be->counters(ctx, &c1);
     if (st == DS_OK) st = ds_model_read_loss(m, &loss, NULL);
     if (st == DS_OK) st = ds_optim_read(o, &os);

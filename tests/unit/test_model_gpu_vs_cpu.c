@@ -117,8 +117,7 @@ static ds_status side_open(side *s, const ds_backend *be, ds_dtype dt, const ds_
     ds_optim_cfg oc = ds_optim_defaults();   /* SGD, Nesterov 0.9, wd 1e-5, max norm 400 */
     oc.schedule = DS_LR_CONSTANT;
     oc.lr = LR;
-    return ds_optim_create(&oc, be, s->ctx, ds_model_roles(s->m).master, ds_model_param_span(s->m),
-                           &s->o);
+    return ds_model_optim_create(s->m, &oc, &s->o);
 }
 
 /* One training step's forward, loss and backward on batch b (grads zeroed first). */
@@ -361,8 +360,11 @@ static void check_case(const mc_case *c, int ci)
         T_OK_CASE(ds_synthetic_batch(&brng, &cfg, N_UTT, FRAMES, &b));
         T_OK_CASE(side_pass(&ref, &b, &lr, NULL));
         T_OK_CASE(side_pass(&tst, &b, &lt, NULL));
-        T_OK_CASE(ds_optim_update(ref.o, ds_model_params(ref.m), ds_model_grads(ref.m), LR));
-        T_OK_CASE(ds_optim_update(tst.o, ds_model_params(tst.m), ds_model_grads(tst.m), LR));
+        ds_optim_bufs rb[2], tb[2];
+        ds_model_optim_bufs(ref.m, rb);
+        ds_model_optim_bufs(tst.m, tb);
+        T_OK_CASE(ds_optim_update(ref.o, rb, LR));
+        T_OK_CASE(ds_optim_update(tst.o, tb, LR));
         ds_optim_status sr, stt;
         T_OK_CASE(ds_optim_read(ref.o, &sr));
         T_OK_CASE(ds_optim_read(tst.o, &stt));

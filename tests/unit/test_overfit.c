@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     oc.kind = DS_OPT_ADAMW;
     oc.lr = 3e-3;
     oc.weight_decay = 0;
-    T_OK(ds_optim_create(&oc, be, ctx, DS_F32, ds_model_param_span(m), &o));
+    T_OK(ds_model_optim_create(m, &oc, &o));
     T_OK(ds_stepper_create(m, o, NULL, &st));
     T_OK(ds_scorer_create(&cfg, &lim, &sc));
     T_OK(ds_batch_alloc(&b, n, frames, cfg.n_features, n * lim.label_len));

@@ -154,7 +154,7 @@ int main(int argc, char **argv)
     const ds_optim_cfg oc = ds_optim_defaults();
     T_OK(ds_model_create(&cfg, be, ctx, DS_F32, &lim, &m));
     T_OK(ds_model_init_params(m, 1));
-    T_OK(ds_optim_create(&oc, be, ctx, DS_F32, ds_model_param_span(m), &o));
+    T_OK(ds_model_optim_create(m, &oc, &o));
     T_OK(ds_stepper_create(m, o, NULL, &s));
     T_OK(ds_batch_alloc(&bt, 4, 120, cfg.n_features, 4 * lim.label_len));
     for (int k = 0; k < 6; k++) {
