@@ -61,7 +61,8 @@ static ds_status sum_bucket(mpi_transport *t, int k)
         DS_TRY(be->to_host(t->comm_ctx, t->c.dt, count, dev, buf));
     }
     ds_world_wait_begin(t->c.world, what);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, t->type, MPI_SUM, t->c.world->grad_comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, t->type, ds_mpi_sum_op(t->type),
+                           t->c.world->grad_comm);
     ds_world_wait_end(t->c.world);
     DS_TRY(ds_mpi_check(rc, what));
     if (!t->staged)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "half.h"
 #include "log.h"
 
 enum { SLOT_MAIN, SLOT_OTHER, SLOTS };
@@ -94,6 +95,37 @@ ds_status ds_mpi_check(int rc, const char *call)
     return DS_FAIL(DS_ERR_MPI, "%s: %s", call, msg);
 }
 
+/* MPI has no 16-bit floats: F16 and BF16 travel as 2-byte types of their
+ * own (distinct handles, so the sum knows which) and are summed by an op of
+ * ours: both widened to double (exact for F16), added, rounded once to
+ * nearest even. Addition commutes exactly, so every rank gets the same bits. */
+static MPI_Datatype mpi_f16 = MPI_DATATYPE_NULL, mpi_bf16 = MPI_DATATYPE_NULL;
+static MPI_Op mpi_half_sum = MPI_OP_NULL;
+
+static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    if (*type == mpi_bf16)
+        for (int i = 0; i < *len; i++)
+            b[i] = ds_bf16_from_f64((double)ds_f32_from_bf16(a[i]) + ds_f32_from_bf16(b[i]));
+    else
+        for (int i = 0; i < *len; i++)
+            b[i] = ds_f16_from_f64((double)ds_f32_from_f16(a[i]) + ds_f32_from_f16(b[i]));
+}
+
+/* Once per process, after MPI_Init. */
+static ds_status half_types_init(void)
+{
+    if (mpi_half_sum != MPI_OP_NULL)
+        return DS_OK;
+    DS_TRY(ds_mpi_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_f16), "MPI_Type_contiguous"));
+    DS_TRY(ds_mpi_check(MPI_Type_commit(&mpi_f16), "MPI_Type_commit"));
+    DS_TRY(ds_mpi_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_bf16), "MPI_Type_contiguous"));
+    DS_TRY(ds_mpi_check(MPI_Type_commit(&mpi_bf16), "MPI_Type_commit"));
+    return ds_mpi_check(MPI_Op_create(half_sum, 1, &mpi_half_sum), "MPI_Op_create");
+}
+
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
 {
     memset(w, 0, sizeof *w);
@@ -107,6 +139,7 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     if (provided < MPI_THREAD_MULTIPLE)
         return DS_FAIL(DS_ERR_MPI, "the MPI library gives thread level %d, dstrain needs "
                                    "MPI_THREAD_MULTIPLE for its communication thread", provided);
+    DS_TRY(half_types_init());
     MPI_Comm local;
     DS_TRY(ds_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank), "MPI_Comm_rank"));
     DS_TRY(ds_mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &w->size), "MPI_Comm_size"));
@@ -168,7 +201,7 @@ void ds_world_abort(ds_world *w, const char *why)
 ds_status ds_world_allreduce_sum(ds_world *w, void *buf, int count, MPI_Datatype t, const char *what)
 {
     ds_world_wait_begin(w, what);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, t, MPI_SUM, w->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, t, ds_mpi_sum_op(t), w->comm);
     ds_world_wait_end(w);
     return ds_mpi_check(rc, what);
 }
@@ -186,8 +219,15 @@ MPI_Datatype ds_mpi_type(int t)
     switch ((ds_dtype)t) {
     case DS_F32: return MPI_FLOAT;
     case DS_F64: return MPI_DOUBLE;
+    case DS_F16: return mpi_f16;
+    case DS_BF16: return mpi_bf16;
     case DS_I32: return MPI_INT32_T;
     case DS_I64: return MPI_INT64_T;
     default: return MPI_DATATYPE_NULL;
     }
+}
+
+MPI_Op ds_mpi_sum_op(MPI_Datatype t)
+{
+    return t != MPI_DATATYPE_NULL && (t == mpi_f16 || t == mpi_bf16) ? mpi_half_sum : MPI_SUM;
 }

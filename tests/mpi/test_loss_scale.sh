@@ -6,7 +6,10 @@
 #  - the state machine: x2 after --loss-scale-window clean steps; an Inf
 #    injected into one rank's gradients (DSTRAIN_FAULT=inf:RANK:STEP) makes
 #    every rank skip that step together (--check-sync 1 compares all ranks'
-#    parameters after every step) and halves the scale; training goes on.
+#    parameters after every step) and halves the scale; training goes on;
+#  - the same in fp16 (the CPU's emulated 16-bit storage, gradients summed
+#    in 16 bits by our MPI op): the first steps overflow at 65536 on every
+#    rank alike, then the injected Inf at step 16.
 # usage: test_loss_scale.sh DSTRAIN WORKDIR
 set -uo pipefail
 bin=$1 work=$2
@@ -28,13 +31,14 @@ run() {   # run NAME ARGS...: 4 ranks, log and checkpoint under NAME
 run plain
 run scaled --loss-scale dynamic --loss-scale-window 4
 DSTRAIN_FAULT=inf:2:6 run fault --loss-scale dynamic --loss-scale-window 4
+DSTRAIN_FAULT=inf:1:16 run fp16 --precision fp16 --steps 20 --checkpoint-every 20
 
 grep -q "injected fault (inf) at step 6" "$work/fault.out" && ok || bad "the fault was not injected"
 if /usr/bin/python3 - "$work" <<'PY'
 import json, sys, h5py, numpy as np
 w = sys.argv[1]
 log = {n: [json.loads(l) for l in open(f"{w}/{n}.jsonl") if l.startswith('{"step"')]
-       for n in ("plain", "scaled", "fault")}
+       for n in ("plain", "scaled", "fault", "fp16")}
 bad = []
 # exact: same losses and norms, bit for bit, and the same final parameters
 for a, b in zip(log["plain"], log["scaled"]):
@@ -58,6 +62,15 @@ if skipped != [6]:
     bad.append(f"skipped steps {skipped}, want [6]")
 if [e["skipped_steps"] for e in log["fault"]] != [0] * 5 + [1] * 7:
     bad.append(f"skipped_steps {[e['skipped_steps'] for e in log['fault']]}")
+f16 = log["fp16"]
+early = [e["loss_scale"] for e in f16 if e["skipped"] and e["step"] < 16]
+if not early or early[0] != 65536 or any(b != a / 2 for a, b in zip(early, early[1:])):
+    bad.append(f"fp16: early overflows at scales {early}, want 65536 halving")
+if not f16[15]["skipped"] or f16[16]["loss_scale"] != f16[15]["loss_scale"] / 2:
+    bad.append(f"fp16: step 16 skipped {f16[15]['skipped']}, scale {f16[15]['loss_scale']} "
+               f"-> {f16[16]['loss_scale']}")
+if sum(e["skipped"] for e in f16) != len(early) + 1:
+    bad.append(f"fp16: {sum(e['skipped'] for e in f16)} skipped steps, want {len(early) + 1}")
 last = log["fault"][-1]["loss"]
 if not (np.isfinite(last) and last < log["fault"][0]["loss"]):
     bad.append(f"training did not go on after the overflow: loss {log['fault'][0]['loss']} -> {last}")
