@@ -11,7 +11,7 @@ export LC_ALL=C
 prog=${0##*/}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
-ALL_PARTS="env libs build tests model ds2 mini memcheck"
+ALL_PARTS="env libs build tests model ds2 precision mini memcheck"
 
 usage() {
   cat <<EOF
@@ -35,6 +35,11 @@ scripts/gpu-bundle.sh has been run where the checkout was made (its
             "not found" (a failure) when the build has no such test
   ds2       dstrain train --model ds2 --synthetic --device cuda --precision
             fp32 --steps 200 --batch 32: first/last loss, ms/step, utt/s, memory
+  precision ds2 on synthetic data, 30 steps at batch 32 and 64 in fp32, fp16
+            and bf16: median ms/step of the steps after the 5th, and the
+            fp16/fp32 and bf16/fp32 speedups; then the small preset 300 steps
+            in fp16 and fp32 (same data and seed): fails unless fp16's mean
+            loss over the last 20 steps is within 5% of fp32's
   mini      the mini corpus (data/make-mini-librispeech.sh with the bundle's
             espeak-ng and sox), prep train/dev, the small preset on the GPU as
             tests/data/test_e2e_mini.sh trains it on the CPU: dev CER/WER
@@ -54,7 +59,8 @@ any part run now failed, 0 otherwise.
               same build-gpu are kept in the table, so a run longer than one
               device call can be split:
                 scripts/$prog --parts build,tests,model
-                scripts/$prog --parts ds2,mini,memcheck
+                scripts/$prog --parts ds2,precision
+                scripts/$prog --parts mini,memcheck
               (build clears the earlier results: they were another build's)
 
 Environment:
@@ -395,6 +401,51 @@ part_ds2() {
   [ "$rc" -eq 0 ] && grep -q '^done: 200 steps' "$out/train.log"
 }
 
+# median_ms LOG.jsonl: the median step_ms of the steps after the 5th (warm)
+median_ms() {
+  python3 - "$1" <<'PY' 2>/dev/null
+import json, statistics, sys
+ms = [json.loads(l)["step_ms"] for l in open(sys.argv[1]) if l.startswith('{"step"')][5:]
+print(f"{statistics.median(ms):.1f}" if ms else "")
+PY
+}
+# tail_loss LOG.jsonl: the mean loss of the last 20 steps
+tail_loss() {
+  python3 -c 'import json, statistics, sys
+L = [json.loads(l)["loss"] for l in open(sys.argv[1]) if l.startswith("{\"step\"")][-20:]
+print(f"{statistics.mean(L):.4f}" if L else "")' "$1" 2>/dev/null
+}
+
+part_precision() {
+  have_build || return 1
+  local out=$work/precision p b rc ok=1 ms f32 r16 rb16 figs="" l32 l16
+  mkdir -p "$out"
+  for b in 32 64; do
+    f32=""
+    for p in fp32 fp16 bf16; do
+      timeout -k 10 "$(left)" "$build/dstrain" train --model ds2 --synthetic --device cuda --precision $p \
+        --steps 30 --batch $b --print-every 0 --log "$out/ds2-$p-$b.jsonl" >"$out/ds2-$p-$b.log" 2>&1
+      rc=$?
+      ms=$(median_ms "$out/ds2-$p-$b.jsonl")
+      [ "$rc" -eq 0 ] && [ -n "$ms" ] || { ok=0; ms="failed ($(why "$rc" "$out/ds2-$p-$b.log"))"; }
+      [ "$p" = fp32 ] && f32=$ms
+      figs="$figs ds2 b$b $p ${ms} ms;"
+    done
+    r16=$(awk -v a="$f32" -v b="$(median_ms "$out/ds2-fp16-$b.jsonl")" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
+    rb16=$(awk -v a="$f32" -v b="$(median_ms "$out/ds2-bf16-$b.jsonl")" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
+    figs="$figs b$b fp16/fp32 speedup ${r16:-?}x, bf16 ${rb16:-?}x;"
+  done
+  for p in fp32 fp16; do
+    timeout -k 10 "$(left)" "$build/dstrain" train --model small --synthetic --device cuda --precision $p \
+      --steps 300 --batch 16 --seed 4 --print-every 0 --log "$out/small-$p.jsonl" >"$out/small-$p.log" 2>&1 || ok=0
+  done
+  l32=$(tail_loss "$out/small-fp32.jsonl"); l16=$(tail_loss "$out/small-fp16.jsonl")
+  figs="$figs small 300 steps: loss fp32 ${l32:-?}, fp16 ${l16:-?}"
+  fig=${figs# }
+  [ "$ok" -eq 1 ] && [ -n "$l32" ] && [ -n "$l16" ] &&
+    awk -v a="$l32" -v b="$l16" 'BEGIN { d = b - a; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'
+}
+
 # The mini corpus as tests/data/test_e2e_mini.sh uses it (same seed, batch,
 # optimizer and epochs), trained on the GPU; dev CER of the untrained model
 # (one step at learning rate 0; `dstrain eval` runs on the CPU) against the
@@ -463,6 +514,7 @@ write_results() {
         env) title="GPU, driver, toolchain, bundle" ;; libs) title="cuDNN and NCCL" ;;
         build) title="build-gpu (CUDA backend)" ;; tests) title="ctest -L cuda + *gpu*" ;;
         model) title="model_gpu_vs_cpu" ;; ds2) title="ds2 fp32, 200 steps, batch 32, synthetic" ;;
+        precision) title="ds2 ms/step fp32/fp16/bf16 at batch 32, 64; small fp16 vs fp32, 300 steps" ;;
         mini) title="small on the mini corpus, 8 epochs" ;; memcheck) title="compute-sanitizer memcheck, tiny, 5 steps" ;;
       esac
       if [ -n "$row" ]; then
@@ -507,6 +559,7 @@ wants build && run_part build 480 part_build
 wants tests && run_part tests 420 part_tests
 wants model && run_part model 300 part_model
 wants ds2 && run_part ds2 240 part_ds2
+wants precision && run_part precision 300 part_precision
 wants mini && run_part mini 300 part_mini
 wants memcheck && run_part memcheck 180 part_memcheck
 write_results
