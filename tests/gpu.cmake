@@ -11,15 +11,23 @@
 # Without a CUDA device (backend not built, or none visible) the cuda ones
 # print "skipped: no CUDA device" and exit 77: ctest reports them skipped.
 add_test(NAME model_cpu32_vs_cpu64 COMMAND test_model_gpu_vs_cpu cpu float32)
-set_tests_properties(model_cpu32_vs_cpu64 PROPERTIES TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+# fp16 and bf16 on the CPU's emulation: the tolerances of the 16-bit GPU runs
+# (derived from the unit roundoff in the test's header) proven on CPU figures.
+add_test(NAME model_cpu16_vs_cpu64 COMMAND test_model_gpu_vs_cpu cpu float16)
+add_test(NAME model_cpubf16_vs_cpu64 COMMAND test_model_gpu_vs_cpu cpu bfloat16)
+set_tests_properties(model_cpu32_vs_cpu64 model_cpu16_vs_cpu64 model_cpubf16_vs_cpu64 PROPERTIES
+                     TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 
 if(DSTRAIN_HAVE_CUDA)
   add_test(NAME model_gpu_vs_cpu COMMAND test_model_gpu_vs_cpu cuda float32)
   add_test(NAME model_gpu_vs_cpu_f64 COMMAND test_model_gpu_vs_cpu cuda float64)
+  add_test(NAME model_gpu_vs_cpu_f16 COMMAND test_model_gpu_vs_cpu cuda float16)
+  add_test(NAME model_gpu_vs_cpu_bf16 COMMAND test_model_gpu_vs_cpu cuda bfloat16)
   add_test(NAME gpu_out_of_memory
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/out_of_memory.sh $<TARGET_FILE:dstrain>
                    ${CMAKE_CURRENT_BINARY_DIR}/gpu_out_of_memory)
-  set_tests_properties(model_gpu_vs_cpu model_gpu_vs_cpu_f64 gpu_out_of_memory PROPERTIES
+  set_tests_properties(model_gpu_vs_cpu model_gpu_vs_cpu_f64 model_gpu_vs_cpu_f16
+                       model_gpu_vs_cpu_bf16 gpu_out_of_memory PROPERTIES
                        TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
   add_test(NAME data_parallel_gpu
