@@ -1,12 +1,16 @@
 /* bench/allreduce.c - gradient-reduction bandwidth: `bench_allreduce`.
  *
- * Measures the bucketed gradient reducer of mpi/reduce.c (a communication
- * thread summing buckets with MPI_Allreduce on the world's grad_comm) over a
- * range of buffer sizes, or, with --op mpi, one plain in-place MPI_Allreduce
- * of the whole buffer from the main thread, for comparison. The conventions
- * are those of nccl-tests: sizes from -b to -e bytes multiplied by -f, -w
- * warm-up and -n timed iterations per size, one table row per size with a
- * units line and a #wrong column, and an average bus bandwidth at the end.
+ * Measures the bucketed gradient reducer of mpi/reduce.c over a range of
+ * buffer sizes, with either transport: --transport mpi (a communication
+ * thread summing buckets with MPI_Allreduce on the world's grad_comm; host
+ * memory on the CPU, staged through pinned host buffers with --device cuda)
+ * or --transport nccl (ncclAllReduce per bucket on a communication stream,
+ * GPU memory, one GPU per rank); or, with --op mpi, one plain in-place
+ * MPI_Allreduce of the whole buffer from the main thread, for comparison.
+ * The conventions are those of nccl-tests: sizes from -b to -e bytes
+ * multiplied by -f, -w warm-up and -n timed iterations per size, one table
+ * row per size with a units line and a #wrong column, and an average bus
+ * bandwidth at the end.
  *
  * Inputs are built so the exact result is known: element i on rank r is
  * (r + 1) * ((i % 64) + 1), so the sum over n ranks is
@@ -14,13 +18,18 @@
  * hold exactly, whatever order the ranks' values are added in. The reduction
  * sums in place, so the buffer is refilled before every iteration.
  *
- * One iteration, on every rank: refill (not timed); barrier on the main
+ * One iteration, on every rank: refill (not timed: written on the host,
+ * copied to the backend's buffer and waited for); barrier on the main
  * communicator (not timed); then, timed, either
  *   reducer: ds_reducer_begin, ds_reducer_ready(r, 0), ds_reducer_finish
  *            (the whole buffer handed over at once, cut into --bucket-mb
- *            buckets), or
+ *            buckets), then the backend's sync of the compute context (with
+ *            NCCL, finish only makes the compute stream wait: the sync is
+ *            where the host sees the sums done), or
  *   mpi:     MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM) of the whole buffer.
- * After the last iteration every element is checked.
+ * After the last iteration every element is checked (copied back to the
+ * host). The reducer, and with NCCL its communicator, is made once per size,
+ * outside the timed iterations.
  *
  * Columns (rank 0 prints):
  *   size     bytes reduced: count x the element size (a size that is not a
@@ -68,6 +77,8 @@ typedef struct {
     ds_dtype dt;
     double bucket_mb;
     bench_op op;
+    ds_reduce_kind transport;
+    const char *device;     /* backend: cpu | cuda */
     double timeout_s;
 } bench_opts;
 
@@ -90,7 +101,11 @@ static void usage(FILE *f)
         "      --bucket-mb M    reducer bucket size, MiB (2^20 bytes), may be fractional\n"
         "                       (default 25)\n"
         "      --op OP          reducer: mpi/reduce.c's reducer (default);\n"
-        "                       mpi: one MPI_Allreduce of the whole buffer\n"
+        "                       mpi: one MPI_Allreduce of the whole buffer (host memory)\n"
+        "      --transport T    the reducer's transport: mpi (default) or nccl (one GPU\n"
+        "                       per rank)\n"
+        "      --device D       cpu or cuda, where the buffer lives (default: cpu for\n"
+        "                       --transport mpi, cuda for nccl)\n"
         "      --timeout S      watchdog: abort when a rank waits on the others longer\n"
         "                       than S seconds; 0: none (default 300)\n"
         "  -h, --help           this text\n");
@@ -197,15 +212,16 @@ static int parse_double(const char *opt, const char *s, int zero_ok, double *out
 /* 0: run; 1: --help; 2: bad usage (message in g_msg). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    enum { O_BUCKET = 256, O_OP, O_TIMEOUT };
+    enum { O_BUCKET = 256, O_OP, O_TIMEOUT, O_TRANSPORT, O_DEVICE };
     static const struct option lo[] = {
         {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'},
         {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"datatype", 1, 0, 'd'},
         {"bucket-mb", 1, 0, O_BUCKET}, {"op", 1, 0, O_OP}, {"timeout", 1, 0, O_TIMEOUT},
+        {"transport", 1, 0, O_TRANSPORT}, {"device", 1, 0, O_DEVICE},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (bench_opts){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20,
                       .warmup = 5, .dt = DS_F32, .bucket_mb = 25, .op = OP_REDUCER,
-                      .timeout_s = 300};
+                      .transport = DS_REDUCE_MPI, .timeout_s = 300};
     opterr = 0;   /* reported by rank 0 once MPI is up */
     int c, ok = 1;
     while (ok && (c = getopt_long(argc, argv, ":b:e:f:n:w:d:h", lo, NULL)) != -1) {
@@ -237,6 +253,22 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                 ok = 0;
             }
             break;
+        case O_TRANSPORT:
+            if (!strcmp(optarg, "mpi") || !strcmp(optarg, "nccl")) {
+                ds_reduce_kind_parse(optarg, &o->transport);
+            } else {
+                bad("--transport '%s': expected mpi or nccl", optarg);
+                ok = 0;
+            }
+            break;
+        case O_DEVICE:
+            if (!strcmp(optarg, "cpu") || !strcmp(optarg, "cuda")) {
+                o->device = optarg;
+            } else {
+                bad("--device '%s': expected cpu or cuda", optarg);
+                ok = 0;
+            }
+            break;
         case 'h': return 1;
         case ':': bad("%s: needs a value", argv[optind - 1]); ok = 0; break;
         default: bad("unknown option '%s'", argv[optind - 1]); ok = 0; break;
@@ -244,6 +276,17 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     }
     if (ok && optind < argc) {
         bad("unexpected argument '%s'", argv[optind]);
+        ok = 0;
+    }
+    if (!o->device)
+        o->device = o->transport == DS_REDUCE_NCCL ? "cuda" : "cpu";
+    if (ok && o->transport == DS_REDUCE_NCCL && strcmp(o->device, "cuda")) {
+        bad("--transport nccl sums GPU memory: it needs --device cuda, not --device %s", o->device);
+        ok = 0;
+    }
+    if (ok && o->op == OP_MPI && (o->transport != DS_REDUCE_MPI || strcmp(o->device, "cpu"))) {
+        bad("--op mpi is one MPI_Allreduce of host memory: it takes neither --transport nccl "
+            "nor --device cuda");
         ok = 0;
     }
     const size_t es = ds_dtype_size(o->dt);
@@ -325,10 +368,43 @@ typedef struct {
 
 static const char *type_name(ds_dtype dt) { return dt == DS_F32 ? "float" : "double"; }
 
-/* Runs one size on every rank; 0 when a rank could not set it up (reported). */
-static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_ctx *ctx,
-                    void *buf, size_t count, size_t bucket_elems, bench_row *row)
+/* Where a run's numbers live: host [-GUARD, max + GUARD) is written and
+ * checked on the host; mem, the backend's copy, is what is reduced. */
+typedef struct {
+    const ds_backend *be;
+    ds_ctx *ctx;
+    int device;
+    char *host, *host_buf;   /* host_buf = host + GUARD elements */
+    void *mem, *buf;         /* buf = mem + GUARD elements */
+} bench_mem;
+
+static void bench_check(ds_world *w, ds_status st, const char *call, const bench_row *row,
+                        const char *tn, long it)
 {
+    if (st != DS_OK)
+        fatal(w, "%s (%zu B, %s, iteration %ld): %s: %s", call, row->bytes, tn, it,
+              ds_status_name(st), ds_last_error());
+}
+
+/* Writes iteration it's inputs into the backend's buffer and waits for the copy. */
+static void refill(ds_world *w, const bench_opts *o, const bench_mem *m, size_t count, long it,
+                   const bench_row *row)
+{
+    const char *tn = type_name(o->dt);
+    fill(m->host_buf, o->dt, count, g_rank, it == 0);
+    /* the guards once; after that the reduction must leave them alone */
+    ds_status st = it == 0 ? m->be->from_host(m->ctx, o->dt, count + 2 * GUARD, m->host, m->mem)
+                           : m->be->from_host(m->ctx, o->dt, count, m->host_buf, m->buf);
+    bench_check(w, st, "from_host", row, tn, it);
+    bench_check(w, m->be->sync(m->ctx), "sync", row, tn, it);
+}
+
+/* Runs one size on every rank; 0 when a rank could not set it up (reported). */
+static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t count,
+                    size_t bucket_elems, bench_row *row)
+{
+    const ds_backend *be = m->be;
+    void *buf = m->buf;
     const size_t es = ds_dtype_size(o->dt);
     const char *tn = type_name(o->dt);
     const MPI_Datatype mt = ds_mpi_type(o->dt);
@@ -336,8 +412,9 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
     ds_reducer *r = NULL;
     int ok = 1;
     if (o->op == OP_REDUCER) {
-        const ds_reducer_cfg rc = {.world = w, .kind = DS_REDUCE_MPI, .be = be, .ctx = ctx,
-                                   .dt = o->dt, .grads = buf, .n = count, .bucket_elems = bucket_elems};
+        const ds_reducer_cfg rc = {.world = w, .kind = o->transport, .be = be, .ctx = m->ctx,
+                                   .device = m->device, .dt = o->dt, .grads = buf, .n = count,
+                                   .bucket_elems = bucket_elems};
         ds_status st = ds_reducer_create(&rc, &r);
         if (st != DS_OK) {
             fprintf(stderr, PROG ": rank %d: ds_reducer_create (%zu B, %s, buckets of %zu elements) "
@@ -355,7 +432,7 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
 
     double timed = 0;
     for (long it = 0; it < o->warmup + o->iters; it++) {
-        fill(buf, o->dt, count, g_rank, it == 0);
+        refill(w, o, m, count, it, row);
         mpi_check(w, MPI_Barrier(w->comm), "MPI_Barrier");
         const double t0 = MPI_Wtime();
         if (r) {
@@ -364,9 +441,8 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
                 st = ds_reducer_ready(r, 0);
             if (st == DS_OK)
                 st = ds_reducer_finish(r, NULL);
-            if (st != DS_OK)
-                fatal(w, "ds_reducer_finish (%zu B, %s, iteration %ld): %s: %s", row->bytes, tn, it,
-                      ds_status_name(st), ds_last_error());
+            bench_check(w, st, "ds_reducer_finish", row, tn, it);
+            bench_check(w, be->sync(m->ctx), "sync after the reduction", row, tn, it);
         } else {
             mpi_check(w, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mt, MPI_SUM, w->comm),
                       "MPI_Allreduce(buffer)");
@@ -377,7 +453,9 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
     }
     ds_reducer_destroy(r);
 
-    long long wrong = count_wrong(buf, o->dt, count, w->size);
+    bench_check(w, be->to_host(m->ctx, o->dt, count + 2 * GUARD, m->mem, m->host), "to_host", row,
+                tn, o->warmup + o->iters);
+    long long wrong = count_wrong(m->host_buf, o->dt, count, w->size);
     double mean_us = timed / (double)o->iters * 1e6;
     mpi_check(w, MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, w->comm),
               "MPI_Allreduce(#wrong)");
@@ -390,7 +468,8 @@ static int run_size(ds_world *w, const bench_opts *o, const ds_backend *be, ds_c
 
 /* ---- the report (rank 0) ---- */
 
-static void print_header(ds_world *w, const bench_opts *o, size_t bucket_elems)
+static void print_header(ds_world *w, const bench_opts *o, const bench_mem *m,
+                         size_t bucket_elems)
 {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
@@ -399,12 +478,20 @@ static void print_header(ds_world *w, const bench_opts *o, size_t bucket_elems)
     lib[strcspn(lib, "\n,")] = 0;
     double load[3];
     int n_load = getloadavg(load, 3);
-    printf("# " PROG ": in-place sum across %d ranks, %s, op %s\n", w->size, type_name(o->dt),
-           o->op == OP_REDUCER ? "reducer" : "mpi");
+    printf("# " PROG ": in-place sum across %d ranks, %s, op %s, device %s\n", w->size,
+           type_name(o->dt), o->op == OP_REDUCER ? "reducer" : "mpi", o->device);
+    char nccl[256];
+    ds_reduce_describe(nccl, sizeof nccl);
+    if (o->op == OP_REDUCER && o->transport == DS_REDUCE_NCCL)
+        printf("# reducer: mpi/reduce.c, transport nccl: one ncclAllReduce per bucket on a "
+               "communication stream, buffers on GPU %d of each rank\n# %s\n", m->device, nccl);
+    else if (o->op == OP_REDUCER)
+        printf("# reducer: mpi/reduce.c, transport mpi: communication thread, one MPI_Allreduce "
+               "per bucket on grad_comm, %s\n", strcmp(o->device, "cpu")
+               ? "staged through pinned host buffers from the GPU" : "host memory");
     if (o->op == OP_REDUCER)
-        printf("# reducer: mpi/reduce.c, communication thread, one MPI_Allreduce per bucket on "
-               "grad_comm; bucket %g MiB = %zu elements; timed: ds_reducer_begin, "
-               "ds_reducer_ready(0), ds_reducer_finish\n", o->bucket_mb, bucket_elems);
+        printf("# bucket %g MiB = %zu elements; timed: ds_reducer_begin, ds_reducer_ready(0), "
+               "ds_reducer_finish, sync of the compute context\n", o->bucket_mb, bucket_elems);
     else
         printf("# mpi: one MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) of the whole buffer from the main "
                "thread\n");
@@ -444,13 +531,63 @@ static void print_row(const bench_opts *o, const bench_row *row, int ranks)
     fflush(stdout);
 }
 
+/* The backend's context and buffer and the host's copy; 0 when this rank
+ * could not make them (reported). */
+static int open_mem(ds_world *w, const bench_opts *o, bench_mem *m, size_t max_count)
+{
+    const size_t es = ds_dtype_size(o->dt), n = max_count + 2 * GUARD;
+    ds_status st;
+    if (!m->be) {
+        fprintf(stderr, PROG ": rank %d: --device %s: this build has no %s backend\n", g_rank,
+                o->device, o->device);
+        return 0;
+    }
+    if (o->transport == DS_REDUCE_NCCL &&   /* NCCL refuses ranks sharing a device */
+        (st = ds_bind_device(w->local_rank, w->local_size, w->binding.visible_devices, 1,
+                             &w->binding)) != DS_OK) {
+        fprintf(stderr, PROG ": rank %d: %s\n", g_rank, ds_last_error());
+        return 0;
+    }
+    if ((st = m->be->ctx_create(m->device, NULL, &m->ctx)) != DS_OK) {
+        fprintf(stderr, PROG ": rank %d: ctx_create (%s, device %d) failed: %s: %s\n", g_rank,
+                o->device, m->device, ds_status_name(st), ds_last_error());
+        return 0;
+    }
+    if ((st = m->be->alloc(m->ctx, o->dt, n, &m->mem)) != DS_OK) {
+        fprintf(stderr, PROG ": rank %d: alloc (%s, %zu %s elements) failed: %s: %s\n", g_rank,
+                o->device, n, type_name(o->dt), ds_status_name(st), ds_last_error());
+        return 0;
+    }
+    m->host = malloc(n * es);
+    if (!m->host) {
+        fprintf(stderr, PROG ": rank %d: malloc (%zu %s elements) failed\n", g_rank, n,
+                type_name(o->dt));
+        return 0;
+    }
+    m->buf = (char *)m->mem + GUARD * es;
+    m->host_buf = m->host + GUARD * es;
+    return 1;
+}
+
+static void close_mem(bench_mem *m)
+{
+    free(m->host);
+    if (m->mem)
+        m->be->release(m->ctx, m->mem);
+    if (m->ctx)
+        m->be->ctx_destroy(m->ctx);
+}
+
 int main(int argc, char **argv)
 {
     bench_opts o;
     const int parsed = parse_args(argc, argv, &o);   /* the same on every rank */
 
+    /* the device is chosen as dstrain train chooses it, from the GPUs visible */
+    const ds_backend *be = parsed == 0 ? ds_backend_get(o.device) : NULL;
+    const int gpus = be && !strcmp(o.device, "cuda") ? be->device_count() : 0;
     ds_world w;
-    ds_status st = ds_world_init(&w, 0, parsed == 0 ? o.timeout_s : 0);
+    ds_status st = ds_world_init(&w, gpus, parsed == 0 ? o.timeout_s : 0);
     if (st != DS_OK) {
         fprintf(stderr, PROG ": ds_world_init failed: %s: %s\n", ds_status_name(st), ds_last_error());
         ds_world_finalize(&w);
@@ -474,25 +611,8 @@ int main(int argc, char **argv)
     const size_t max_count = o.max_bytes / es;
     const double bucket_elems_d = floor(o.bucket_mb * 1048576.0 / (double)es);
     const size_t bucket_elems = bucket_elems_d > (double)SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)bucket_elems_d;
-    const ds_backend *be = ds_backend_get("cpu");
-    ds_ctx *ctx = NULL;
-    void *mem = NULL;
-    char *buf = NULL;   /* mem + GUARD elements */
-    int ok = 1;
-    if (!be) {
-        fprintf(stderr, PROG ": rank %d: ds_backend_get(\"cpu\") found no CPU backend\n", g_rank);
-        ok = 0;
-    } else if ((st = be->ctx_create(0, NULL, &ctx)) != DS_OK) {
-        fprintf(stderr, PROG ": rank %d: ctx_create (cpu) failed: %s: %s\n", g_rank,
-                ds_status_name(st), ds_last_error());
-        ok = 0;
-    } else if ((st = be->alloc(ctx, o.dt, max_count + 2 * GUARD, &mem)) != DS_OK) {
-        fprintf(stderr, PROG ": rank %d: alloc (cpu, %zu %s elements) failed: %s: %s\n", g_rank,
-                max_count + 2 * GUARD, type_name(o.dt), ds_status_name(st), ds_last_error());
-        ok = 0;
-    } else {
-        buf = (char *)mem + GUARD * es;
-    }
+    bench_mem m = {.be = be, .device = w.device < 0 ? 0 : w.device};
+    int ok = open_mem(&w, &o, &m, max_count);
     ok = all_ok(&w, ok);
 
     long long wrong_total = 0;
@@ -500,12 +620,12 @@ int main(int argc, char **argv)
     int rows = 0;
     if (ok) {
         if (g_rank == 0)
-            print_header(&w, &o, bucket_elems);
+            print_header(&w, &o, &m, bucket_elems);
         for (size_t bytes = o.min_bytes;;) {
             const size_t count = bytes / es;
             if (count > 0) {   /* a size below one element has no row */
                 bench_row row;
-                if (!run_size(&w, &o, be, ctx, buf, count, bucket_elems, &row)) {
+                if (!run_size(&w, &o, &m, count, bucket_elems, &row)) {
                     ok = 0;
                     break;
                 }
@@ -529,12 +649,7 @@ int main(int argc, char **argv)
     }
     if (!ok && g_rank == 0)
         fprintf(stderr, PROG ": failed (see the messages above)\n");
-    if (be) {
-        if (mem)
-            be->release(ctx, mem);
-        if (ctx)
-            be->ctx_destroy(ctx);
-    }
+    close_mem(&m);
     if (g_rank == 0 && fflush(stdout) != 0) {
         fprintf(stderr, PROG ": rank 0: writing the report: %s\n", strerror(errno));
         ok = 0;

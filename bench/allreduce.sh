@@ -8,7 +8,9 @@
 # that differ from the exactly known sum; must be 0), then the average bus
 # bandwidth. See the header of bench/allreduce.c for the columns.
 # usage: bench/allreduce.sh [bench_allreduce options...]
-#   (the options go to every run after the ones below, so they override them)
+#   (the options go to every run after the ones below, so they override them;
+#   OPS=reducer bench/allreduce.sh --transport nccl measures the NCCL
+#   transport instead, one GPU per rank)
 #
 # Environment:
 #   RANKS            rank counts to run (default "2 4")

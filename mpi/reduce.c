@@ -2,10 +2,14 @@
  * moves the data. */
 #include "reduce.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transport.h"
+#ifdef DS_HAVE_NCCL
+#include "nccl_comm.h"
+#endif
 
 struct ds_reducer {
     ds_reducer_cfg c;
@@ -35,15 +39,29 @@ ds_status ds_reduce_kind_parse(const char *s, ds_reduce_kind *out)
 static ds_status open_transport(ds_reducer *r)
 {
     const ds_reducer_cfg *c = &r->c;
-    if (c->kind == DS_REDUCE_NCCL)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl needs the CUDA backend and the NCCL "
-                                           "transport, which this build does not have (%s backend); "
-                                           "use --allreduce mpi", c->be->name);
     const ds_transport_cfg tc = {.world = c->world, .be = c->be, .ctx = c->ctx, .device = c->device,
                                  .dt = c->dt, .grads = c->grads, .n = c->n,
                                  .bucket_elems = c->bucket_elems, .sum_capacity = c->sum_capacity,
                                  .force_staging = c->force_staging};
-    return ds_transport_mpi_create(&tc, &r->t);
+    if (c->kind == DS_REDUCE_MPI)
+        return ds_transport_mpi_create(&tc, &r->t);
+#ifdef DS_HAVE_NCCL
+    return ds_transport_nccl_create(&tc, &r->t);
+#else
+    return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl needs the CUDA backend and the NCCL "
+                                       "transport, which this build does not have (%s backend); "
+                                       "use --allreduce mpi", c->be->name);
+#endif
+}
+
+void ds_reduce_describe(char *buf, size_t size)
+{
+#ifdef DS_HAVE_NCCL
+    ds_nccl_describe(buf, size);
+#else
+    snprintf(buf, size, "nccl:     not built (needs the CUDA backend and NCCL at configure time): "
+                        "--allreduce mpi only");
+#endif
 }
 
 ds_status ds_reducer_create(const ds_reducer_cfg *c, ds_reducer **out)

@@ -7,8 +7,10 @@
  * the reducer records an event on the compute context and hands each bucket
  * lying wholly in that range to the transport (transport.h), which sums it
  * across ranks once the event has passed, while backward goes on.
- * ds_reducer_finish waits for the rest. The sum is not scaled: the loss is
- * already divided by the global batch. */
+ * ds_reducer_finish makes the sums visible to the work queued after it on
+ * the compute context: the MPI transport's host waits for them, the NCCL
+ * transport's compute stream does (the host goes on). The sum is not
+ * scaled: the loss is already divided by the global batch. */
 #ifndef DS_REDUCE_H
 #define DS_REDUCE_H
 
@@ -21,6 +23,9 @@
 typedef enum { DS_REDUCE_MPI, DS_REDUCE_NCCL } ds_reduce_kind;
 
 ds_status ds_reduce_kind_parse(const char *s, ds_reduce_kind *out);   /* mpi | nccl */
+
+/* "nccl:     RUN (compiled BUILT)..." or "nccl:     not built ...", for --version. */
+void ds_reduce_describe(char *buf, size_t size);
 
 typedef struct ds_reducer ds_reducer;
 
@@ -47,7 +52,10 @@ ds_status ds_reducer_begin(ds_reducer *r);
 /* grads [offset, n) are final once the work queued so far completes: hands
  * over every bucket now complete. */
 ds_status ds_reducer_ready(ds_reducer *r, size_t offset);
-/* Waits for every bucket; t (may be NULL) gets the step's timing. */
+/* Every bucket summed before the work queued next on the compute context
+ * (MPI: the host waits; NCCL: the compute stream waits); t (may be NULL)
+ * gets the step's timing (NCCL: an earlier step's device times, see
+ * transport_nccl.c). */
 ds_status ds_reducer_finish(ds_reducer *r, ds_reduce_timing *t);
 /* Sums buf [count] of dt (backend memory) across ranks in queue order
  * (synchronised BatchNorm's moments), through the same transport. */

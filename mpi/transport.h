@@ -3,8 +3,9 @@
  *   MPI  (transport_mpi.c): a communication thread blocked in MPI_Allreduce,
  *        staging device memory through pinned host buffers when the backend
  *        is not the CPU;
- *   NCCL (with the NCCL issue): ncclAllReduce on a communication stream that
- *        waits on each bucket's event.
+ *   NCCL (transport_nccl.c, built with the CUDA backend and NCCL):
+ *        ncclAllReduce on a communication stream that waits on each bucket's
+ *        event; the host never waits in the step.
  * Buckets are ranges [lo, hi) of the flat gradient buffer given at creation.
  * Counts are elements. */
 #ifndef DS_TRANSPORT_H
@@ -52,5 +53,8 @@ typedef struct {
 } ds_transport_cfg;
 
 ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out);
+#ifdef DS_HAVE_NCCL
+ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out);
+#endif
 
 #endif

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "build_info.h"
 #include "cli.h"
+#include "reduce.h"
 
 /* OpenBLAS reports its build; declared here as cblas.h of other BLAS lacks it. */
 char *openblas_get_config(void);
@@ -42,7 +43,7 @@ int ds_cli_version(void)
         }
     printf("dstrain %s (%s, %s)\n", DSTRAIN_VERSION, DSTRAIN_BUILD_TYPE, DSTRAIN_C_COMPILER);
     printf("backends: cpu (float32, float64)%s\n",
-           ds_backend_get("cuda") ? ", cuda (float32, float64)" : "; cuda not built");
+           ds_backend_get("cuda") ? ", cuda (float32, float64, float16, bfloat16)" : "; cuda not built");
     printf("blas:     %s\n", openblas_get_config());
     printf("hdf5:     %u.%u.%u\n", maj, min, rel);
     printf("mpi:      %s\n", mpi);
@@ -60,5 +61,8 @@ int ds_cli_version(void)
         printf("cuda:     toolkit not found at configure time: backend not built\n");
 #endif
     }
+    char nccl[256];   /* found at run time (ncclGetVersion) and compiled against */
+    ds_reduce_describe(nccl, sizeof nccl);
+    printf("%s\n", nccl);
     return 0;
 }
