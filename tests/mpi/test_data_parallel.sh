@@ -16,11 +16,7 @@ if [ "$device" = cuda ]; then
   require_cuda_device "$bin"
 fi
 rm -rf "$work" && mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 finish() {
   echo "test_data_parallel ($device): $pass passed, $fail failed"
   [ "$fail" -eq 0 ]; exit

@@ -14,11 +14,7 @@
 set -uo pipefail
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 
 common=(train --model tiny --synthetic --steps 12 --batch 2 --seed 5 --max-frames 160 --print-every 0
         --check-sync 1 --checkpoint-every 12)

@@ -17,11 +17,7 @@ bin=$1 bench=$2 work=$3 np=$4
 . "$(dirname "$0")/gpus.sh"
 require_gpus "$bin" "$np"
 rm -rf "$work" && mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 finish() { echo "test_nccl_ranks ($np): $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 
 for t in float double; do

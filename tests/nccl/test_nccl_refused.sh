@@ -15,11 +15,7 @@
 set -uo pipefail
 bin=$1 bench=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 clean_failure() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -le 128 ]; }
 
 version=$("$bin" --version 2>&1)

@@ -18,11 +18,7 @@ if [ "$transport" = nccl ]; then
   require_gpus "$bin" 2
 fi
 rm -rf "$work" && mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 limit=5      # --timeout
 slack=25     # the watchdog's poll, MPI_Abort and the launcher's teardown
 

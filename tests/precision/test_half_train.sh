@@ -13,10 +13,7 @@
 set -uo pipefail
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work"
-export OPENBLAS_NUM_THREADS=1
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib/checks.sh"
 
 common=(train --model tiny --synthetic --steps 150 --seed 3 --print-every 0)
 for p in fp32 fp16 bf16; do
