@@ -50,6 +50,7 @@ typedef struct {
     size_t bucket_elems;       /* largest bucket */
     size_t sum_capacity;       /* largest sum_now, elements of any dtype up to 8 bytes */
     int force_staging;         /* stage through host buffers even on the CPU (tests) */
+    ds_dtype wire;             /* the dtype buckets are summed in on the wire (dt: as they are) */
 } ds_transport_cfg;
 
 ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out);

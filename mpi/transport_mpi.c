@@ -8,6 +8,8 @@
  * there and copies it back. */
 #include "transport.h"
 
+#include "convert.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@ typedef struct {
     MPI_Datatype type;
     int staged;
     ds_ctx *comm_ctx;           /* the thread's copies (staged only) */
+    void *wire_buf;             /* host [bucket_elems] of the wire dtype, when it is not dt */
     void *stage, *sum_stage;    /* pinned host: one bucket; one sum_now (staged only) */
     bucket *q;                  /* [nb] the step's buckets */
     int nb;
@@ -53,18 +56,22 @@ static ds_status sum_bucket(mpi_transport *t, int k)
     const ds_backend *be = t->c.be;
     const size_t count = b->hi - b->lo;
     void *dev = ds_elem(t->c.grads, t->c.dt, b->lo);
-    void *buf = t->staged ? t->stage : dev;
+    void *buf = t->staged ? t->stage : dev, *sum = t->wire_buf ? t->wire_buf : buf;
     char what[64];
     snprintf(what, sizeof what, "the allreduce of gradient bucket %d", k);
     if (t->staged) {
         DS_TRY(be->event_sync(b->ready));
         DS_TRY(be->to_host(t->comm_ctx, t->c.dt, count, dev, buf));
     }
+    if (sum != buf)   /* --reduce-dtype: on the wire, and summed, in another dtype */
+        DS_TRY(ds_convert(t->c.wire, sum, t->c.dt, buf, count));
     ds_world_wait_begin(t->c.world, what);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, t->type, ds_mpi_sum_op(t->type),
+    int rc = MPI_Allreduce(MPI_IN_PLACE, sum, (int)count, t->type, ds_mpi_sum_op(t->type),
                            t->c.world->grad_comm);
     ds_world_wait_end(t->c.world);
     DS_TRY(ds_mpi_check(rc, what));
+    if (sum != buf)
+        DS_TRY(ds_convert(t->c.dt, buf, t->c.wire, sum, count));
     if (!t->staged)
         return DS_OK;
     DS_TRY(be->from_host(t->comm_ctx, t->c.dt, count, buf, dev));
@@ -188,6 +195,7 @@ static void mpi_destroy(ds_transport *base)
     free(t->q);
     free(t->start);
     free(t->end);
+    free(t->wire_buf);
     free(t);
 }
 
@@ -212,15 +220,16 @@ static ds_status open_staging(mpi_transport *t)
 ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out)
 {
     *out = NULL;
-    if (ds_mpi_type(c->dt) == MPI_DATATYPE_NULL || c->bucket_elems < 1 || c->bucket_elems > (size_t)1 << 30)
-        return DS_FAIL(DS_ERR_ARG, "MPI gradient reduction: dtype %s, bucket of %zu elements",
-                       ds_dtype_name(c->dt), c->bucket_elems);
+    if (ds_mpi_type(c->dt) == MPI_DATATYPE_NULL || ds_mpi_type(c->wire) == MPI_DATATYPE_NULL ||
+        c->bucket_elems < 1 || c->bucket_elems > (size_t)1 << 30)
+        return DS_FAIL(DS_ERR_ARG, "MPI gradient reduction: dtype %s summed as %s, bucket of %zu elements",
+                       ds_dtype_name(c->dt), ds_dtype_name(c->wire), c->bucket_elems);
     mpi_transport *t = calloc(1, sizeof *t);
     if (!t)
         return DS_FAIL(DS_ERR_MEM, "MPI transport");
     t->base.ops = &mpi_ops;
     t->c = *c;
-    t->type = ds_mpi_type(c->dt);
+    t->type = ds_mpi_type(c->wire);
     t->staged = c->force_staging || strcmp(c->be->name, "cpu") != 0;
     t->nb = (int)((c->n + c->bucket_elems - 1) / c->bucket_elems);
     pthread_mutex_init(&t->mu, NULL);
@@ -229,7 +238,10 @@ ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out)
     t->q = calloc((size_t)t->nb, sizeof *t->q);
     t->start = calloc((size_t)t->nb, sizeof *t->start);
     t->end = calloc((size_t)t->nb, sizeof *t->end);
-    ds_status st = t->q && t->start && t->end ? DS_OK : DS_FAIL(DS_ERR_MEM, "MPI transport buckets");
+    if (c->wire != c->dt)
+        t->wire_buf = malloc(c->bucket_elems * ds_dtype_size(c->wire));
+    ds_status st = t->q && t->start && t->end && (c->wire == c->dt || t->wire_buf)
+                       ? DS_OK : DS_FAIL(DS_ERR_MEM, "MPI transport buckets");
     if (st == DS_OK && t->staged)
         st = open_staging(t);
     if (st == DS_OK && pthread_create(&t->thread, NULL, comm_thread, t) != 0)

@@ -335,6 +335,10 @@ ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl needs the CUDA backend (--device cuda), "
                        "and this run is on the %s backend: use --device cuda, or --allreduce mpi",
                        c->be->name);
+    if (c->wire != c->dt)   /* the cast would be a device kernel the seam does not have yet */
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "--reduce-dtype %s with --allreduce nccl and %s gradients: "
+                       "not built yet; use --allreduce mpi, or leave --reduce-dtype out",
+                       ds_dtype_name(c->wire), ds_dtype_name(c->dt));
     ncclDataType_t type;
     if (!nccl_type(c->dt, &type) || c->bucket_elems < 1 || c->n < 1)
         return DS_FAIL(DS_ERR_ARG, "NCCL gradient reduction: dtype %s, %zu elements in buckets of %zu",

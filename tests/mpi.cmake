@@ -10,3 +10,9 @@ add_test(NAME loss_scale_ranks
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_loss_scale.sh $<TARGET_FILE:dstrain>
                  ${CMAKE_CURRENT_BINARY_DIR}/loss_scale_ranks)
 set_tests_properties(loss_scale_ranks PROPERTIES TIMEOUT 300)
+
+# --reduce-dtype: gradients summed across ranks in another dtype.
+add_test(NAME reduce_dtype_ranks
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_reduce_dtype.sh $<TARGET_FILE:dstrain>
+                 ${CMAKE_CURRENT_BINARY_DIR}/reduce_dtype_ranks)
+set_tests_properties(reduce_dtype_ranks PROPERTIES TIMEOUT 300)

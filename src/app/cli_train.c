@@ -59,6 +59,8 @@ static void train_usage(FILE *f)
         "ranks (mpiexec -np N / srun; --batch is per rank, the global batch is N x B):\n"
         "  --allreduce mpi|nccl  gradient reduction (default mpi; nccl: --device cuda, one GPU per rank)\n"
         "  --bucket-mb M         gradient bucket size in MiB, reduced as backward finishes it (25)\n"
+        "  --reduce-dtype P      fp32 | fp16 | bf16 | fp64: sum gradients across ranks in this\n"
+        "                        type (default: the --precision's; mpi only for now)\n"
         "  --check-sync K        compare parameter checksums across ranks every K steps (0: off)\n"
         "  --local-bn            BatchNorm statistics per rank instead of synchronised\n"
         "  --timeout S           end the job when a rank waits on others for S seconds (300)\n"
@@ -77,7 +79,7 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW
+    O_SCALE_WINDOW, O_REDUCE_DTYPE
 };
 
 static const struct option train_options[] = {
@@ -96,7 +98,8 @@ static const struct option train_options[] = {
     {"bucket-mb", 1, 0, O_BUCKET}, {"check-sync", 1, 0, O_CHECK_SYNC}, {"local-bn", 0, 0, O_LOCAL_BN},
     {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
     {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
-    {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {0, 0, 0, 0}};
+    {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
+    {0, 0, 0, 0}};
 
 /* Whole-string numeric parsing; the flag name goes into the error. */
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -110,7 +113,8 @@ static int num(const char *flag, const char *s, double lo, double hi, double *ou
     return 0;
 }
 
-static int parse_precision(const char *s, ds_dtype *out)
+/* fp32 | fp64 | fp16 | bf16 for the flag named flag. */
+static int parse_precision(const char *flag, const char *s, ds_dtype *out)
 {
     static const struct { const char *name; ds_dtype dt; } p[] = {
         {"fp32", DS_F32}, {"fp64", DS_F64}, {"fp16", DS_F16}, {"bf16", DS_BF16}};
@@ -119,7 +123,7 @@ static int parse_precision(const char *s, ds_dtype *out)
             *out = p[i].dt;
             return 0;
         }
-    fprintf(stderr, "dstrain train: --precision %s: expected fp32, fp64, fp16 or bf16\n", s);
+    fprintf(stderr, "dstrain train: --%s %s: expected fp32, fp64, fp16 or bf16\n", flag, s);
     return -1;
 }
 
@@ -134,6 +138,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     *timeout = 300;
     long steps = -1;   /* -1: not given */
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
+    ds_dtype reduce_dtype = DS_F32;
+    int have_reduce = 0;
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv, "", train_options, NULL)) != -1) {
         switch (c) {
@@ -156,7 +162,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_LOCAL_BN: o->local_bn = 1; break;
         case O_TIMEOUT: bad = num("timeout", optarg, 0, 1e7, timeout); break;
         case O_DEVICE: o->device = optarg; break;
-        case O_PRECISION: bad = parse_precision(optarg, &o->precision); break;
+        case O_PRECISION: bad = parse_precision("precision", optarg, &o->precision); break;
+        case O_REDUCE_DTYPE:
+            bad = parse_precision("reduce-dtype", optarg, &reduce_dtype);
+            have_reduce = 1;
+            break;
         case O_DETERMINISTIC: o->compute.deterministic = 1; break;
         case O_TF32: o->compute.tf32 = 1; break;
         case O_BATCH: bad = num("batch", optarg, 1, 1e6, &v); o->batch = (int)v; break;
@@ -206,6 +216,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         fprintf(stderr, "dstrain train: --val needs --train\n");
         return 2;
     }
+    o->reduce_dtype = have_reduce ? reduce_dtype : o->precision;
     /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
     if (loss_scale < 0)
         loss_scale = o->precision == DS_F16 ? 0 : 1;

@@ -66,7 +66,8 @@ ds_status ds_run_setup_ranks(run_state *r)
                                .grads = ds_model_grads(r->model),
                                .n = ds_model_param_span(r->model), .bucket_elems = bucket ? bucket : 1,
                                .sum_capacity = sum_capacity(r->model),
-                               .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL};
+                               .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL,
+                               .wire = o->reduce_dtype};
     DS_TRY(ds_reducer_create(&rc, &r->dist.reducer));
     r->dist.world = o->world;
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
