@@ -8,13 +8,13 @@
 #include <cstring>
 #include <mutex>
 
-#include <cublasLt.h>
+#include "cuda_ctx.h"   /* first of the CUDA headers: see dtype_traits.cuh */
+
 #include <nvtx3/nvToolsExt.h>
 
 #include "build_info.h"
-#include "cuda_ctx.h"
 
-extern "C" const ds_ops ds_cuda_ops_f32, ds_cuda_ops_f64;
+extern "C" const ds_ops ds_cuda_ops_f32, ds_cuda_ops_f64, ds_cuda_ops_f16, ds_cuda_ops_bf16;
 
 /* cuBLASLt's workspace per context: what NVIDIA recommends for Hopper. */
 #define LT_WORK_BYTES (32u << 20)
@@ -327,6 +327,8 @@ static const ds_ops *cuda_ops(ds_dtype t)
     switch (t) {
     case DS_F32: return &ds_cuda_ops_f32;
     case DS_F64: return &ds_cuda_ops_f64;
+    case DS_F16: return &ds_cuda_ops_f16;
+    case DS_BF16: return &ds_cuda_ops_bf16;
     default: return nullptr;
     }
 }

@@ -20,7 +20,11 @@
  * An op is a functor with param(ch) (its per-channel constants, computed
  * once per thread) and add (reductions: sums of one real element, plus any
  * elementwise side effect), done (reductions: the channel's totals) or set
- * (elementwise passes: one element, real or padding). */
+ * (elementwise passes: one element, real or padding).
+ *
+ * In the 16-bit tables x, y, dx and dy are FP16 or BF16 and every stats-role
+ * buffer (gamma, beta, their gradients, the statistics, the moments) is
+ * float; see "the ops" below for where each value is rounded. */
 #include "ops_cuda.h"
 
 #define CB_REDUCE 1024 /* threads of a channel block that reduces: the channel's only block */
@@ -237,27 +241,35 @@ static ds_status bn_map(ds_ctx *ctx, const ds_view *v, const int *len, const Op 
     return DS_OK;
 }
 
-/* ---- the ops ---- */
+/* ---- the ops ----
+ * T is the element type of x, y, dx and dy; S = ds_stats_t<T> that of the
+ * stats role (gamma, beta, dgamma, dbeta, the saved and running statistics,
+ * the moments); M = ds_math_t<T> the arithmetic of the per-element parts.
+ * For float and double all three are T. For the 16-bit types S and M are
+ * float: elements are widened on reading and rounded once on writing, so
+ * each op computes what the float32 op computes on the widened inputs (the
+ * CPU's emulation, src/cpu/ops_half.inc); the sums stay in double. */
 
 struct bn_none {};
 
 /* mom [2c] = sum x, sum x^2 (assigns). */
 template <typename T> struct bn_moments_op {
     typedef bn_none param_t;
+    typedef ds_stats_t<T> S;
     const T *x;
-    T *mom;
+    S *mom;
     int c;
     __device__ param_t param(int) const { return {}; }
     __device__ void add(const param_t &, long e, double &s1, double &s2) const
     {
-        double a = x[e];
+        double a = ds_wide(x[e]);
         s1 += a;
         s2 += a * a;
     }
     __device__ void done(const param_t &, int ch, double s1, double s2) const
     {
-        mom[ch] = (T)s1;
-        mom[c + ch] = (T)s2;
+        mom[ch] = (S)s1;
+        mom[c + ch] = (S)s2;
     }
 };
 
@@ -266,13 +278,15 @@ template <typename T>
 ds_status cuda_bn_moments(ds_ctx *ctx, const ds_view *v, const int *len, const void *x,
                           void *mom)
 {
-    return bn_reduce(ctx, v, len, bn_moments_op<T>{(const T *)x, (T *)mom, v->c});
+    return bn_reduce(ctx, v, len,
+                     bn_moments_op<T>{(const T *)x, (ds_stats_t<T> *)mom, v->c});
 }
 
-/* The batch statistics of channel ch from the summed moments mom [2c], as
- * the CPU takes them: biased variance, clamped at 0 against rounding. */
-template <typename T>
-static __device__ void bn_batch_stats(const T *mom, int c, int ch, double count, double eps,
+/* The batch statistics of channel ch from the summed moments mom [2c] (stats
+ * type S), as the CPU takes them: biased variance, clamped at 0 against
+ * rounding. */
+template <typename S>
+static __device__ void bn_batch_stats(const S *mom, int c, int ch, double count, double eps,
                                       double &mean, double &var, double &invstd)
 {
     mean = mom[ch] / count;
@@ -283,33 +297,37 @@ static __device__ void bn_batch_stats(const T *mom, int c, int ch, double count,
 }
 
 /* Per channel: save_mean, save_invstd (assign) and the running estimates
- * (unbiased variance; one value has no spread, so its biased 0 stays). */
-template <typename T>
+ * (unbiased variance; one value has no spread, so its biased 0 stays).
+ * Every pointer is of the stats type S. */
+template <typename S>
 static __global__ void bn_train_stats_kernel(int c, double count, double eps, double momentum,
-                                             const T *mom, T *save_mean, T *save_invstd,
-                                             T *run_mean, T *run_var)
+                                             const S *mom, S *save_mean, S *save_invstd,
+                                             S *run_mean, S *run_var)
 {
     for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
         double mean, var, invstd;
         bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
         double unbiased = count > 1 ? var * count / (count - 1) : var;
-        save_mean[ch] = (T)mean;
-        save_invstd[ch] = (T)invstd;
-        run_mean[ch] = (T)((1 - momentum) * run_mean[ch] + momentum * mean);
-        run_var[ch] = (T)((1 - momentum) * run_var[ch] + momentum * unbiased);
+        save_mean[ch] = (S)mean;
+        save_invstd[ch] = (S)invstd;
+        run_mean[ch] = (S)((1 - momentum) * run_mean[ch] + momentum * mean);
+        run_var[ch] = (S)((1 - momentum) * run_var[ch] + momentum * unbiased);
     }
 }
 
 /* y = (x - mean) * scale + shift at real positions, 0 at padding; mean,
- * scale and shift rounded to T from double, the rest in T, as bn_apply. */
-template <typename T> struct bn_affine {
-    T mean, scale, shift;
+ * scale and shift rounded to M from double, the rest in M, as bn_apply. */
+template <typename M> struct bn_affine {
+    M mean, scale, shift;
 };
 
 /* Training mode: statistics from mom and count. */
 template <typename T> struct bn_apply_train_op {
-    typedef bn_affine<T> param_t;
-    const T *x, *mom, *gamma, *beta;
+    typedef ds_math_t<T> M;
+    typedef ds_stats_t<T> S;
+    typedef bn_affine<M> param_t;
+    const T *x;
+    const S *mom, *gamma, *beta;
     T *y;
     int c;
     double count, eps;
@@ -317,28 +335,31 @@ template <typename T> struct bn_apply_train_op {
     {
         double mean, var, invstd;
         bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
-        return {(T)mean, (T)(invstd * gamma[ch]), beta[ch]};
+        return {(M)mean, (M)(invstd * gamma[ch]), (M)beta[ch]};
     }
     __device__ void set(const param_t &a, long e, bool real) const
     {
-        y[e] = real ? (x[e] - a.mean) * a.scale + a.shift : (T)0;
+        y[e] = ds_round<T>(real ? (ds_wide(x[e]) - a.mean) * a.scale + a.shift : (M)0);
     }
 };
 
 /* Evaluation mode: the running estimates. */
 template <typename T> struct bn_apply_eval_op {
-    typedef bn_affine<T> param_t;
-    const T *x, *gamma, *beta, *run_mean, *run_var;
+    typedef ds_math_t<T> M;
+    typedef ds_stats_t<T> S;
+    typedef bn_affine<M> param_t;
+    const T *x;
+    const S *gamma, *beta, *run_mean, *run_var;
     T *y;
     double eps;
     __device__ param_t param(int ch) const
     {
         double invstd = 1 / sqrt((double)run_var[ch] + eps);
-        return {run_mean[ch], (T)(invstd * gamma[ch]), beta[ch]};
+        return {(M)run_mean[ch], (M)(invstd * gamma[ch]), (M)beta[ch]};
     }
     __device__ void set(const param_t &a, long e, bool real) const
     {
-        y[e] = real ? (x[e] - a.mean) * a.scale + a.shift : (T)0;
+        y[e] = ds_round<T>(real ? (ds_wide(x[e]) - a.mean) * a.scale + a.shift : (M)0);
     }
 };
 
@@ -351,17 +372,18 @@ ds_status cuda_bn_fwd_train(ds_ctx *ctx, const ds_view *v, const int *len, doubl
                             double eps, double momentum, void *y, void *save_mean,
                             void *save_invstd, void *run_mean, void *run_var)
 {
+    typedef ds_stats_t<T> S;
     if (!(count > 0))
         return DS_FAIL(DS_ERR_ARG, "bn_fwd_train: no real positions (count %g)", count);
     if (v->c <= 0)
         return DS_OK;
-    bn_train_stats_kernel<T><<<ds_cuda_grid(ctx, (size_t)v->c), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        v->c, count, eps, momentum, (const T *)mom, (T *)save_mean, (T *)save_invstd,
-        (T *)run_mean, (T *)run_var);
+    bn_train_stats_kernel<S><<<ds_cuda_grid(ctx, (size_t)v->c), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        v->c, count, eps, momentum, (const S *)mom, (S *)save_mean, (S *)save_invstd,
+        (S *)run_mean, (S *)run_var);
     DS_LAUNCHED();
     return bn_map(ctx, v, len,
-                  bn_apply_train_op<T>{(const T *)x, (const T *)mom, (const T *)gamma,
-                                       (const T *)beta, (T *)y, v->c, count, eps});
+                  bn_apply_train_op<T>{(const T *)x, (const S *)mom, (const S *)gamma,
+                                       (const S *)beta, (T *)y, v->c, count, eps});
 }
 
 /* x, y: view v, len [v.n]; gamma, beta, run_mean, run_var [c]. */
@@ -370,28 +392,31 @@ ds_status cuda_bn_fwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const 
                            const void *gamma, const void *beta, const void *run_mean,
                            const void *run_var, double eps, void *y)
 {
+    typedef ds_stats_t<T> S;
     return bn_map(ctx, v, len,
-                  bn_apply_eval_op<T>{(const T *)x, (const T *)gamma, (const T *)beta,
-                                      (const T *)run_mean, (const T *)run_var, (T *)y, eps});
+                  bn_apply_eval_op<T>{(const T *)x, (const S *)gamma, (const S *)beta,
+                                      (const S *)run_mean, (const S *)run_var, (T *)y, eps});
 }
 
 /* mom [2c] = sum dy, (sum dy * (x - mean)) * invstd (assigns). */
 template <typename T> struct bn_bwd_moments_op {
     typedef double param_t;   /* the channel's mean */
-    const T *dy, *x, *save_mean, *save_invstd;
-    T *mom;
+    typedef ds_stats_t<T> S;
+    const T *dy, *x;
+    const S *save_mean, *save_invstd;
+    S *mom;
     int c;
     __device__ param_t param(int ch) const { return save_mean[ch]; }
     __device__ void add(const param_t &mean, long e, double &s1, double &s2) const
     {
-        double d = dy[e];
+        double d = ds_wide(dy[e]);
         s1 += d;
-        s2 += d * (x[e] - mean);
+        s2 += d * (ds_wide(x[e]) - mean);
     }
     __device__ void done(const param_t &, int ch, double s1, double s2) const
     {
-        mom[ch] = (T)s1;
-        mom[c + ch] = (T)(s2 * save_invstd[ch]);
+        mom[ch] = (S)s1;
+        mom[c + ch] = (S)(s2 * save_invstd[ch]);
     }
 };
 
@@ -402,41 +427,46 @@ ds_status cuda_bn_bwd_moments(ds_ctx *ctx, const ds_view *v, const int *len, con
                               const void *x, const void *save_mean, const void *save_invstd,
                               void *mom)
 {
+    typedef ds_stats_t<T> S;
     return bn_reduce(ctx, v, len,
-                     bn_bwd_moments_op<T>{(const T *)dy, (const T *)x, (const T *)save_mean,
-                                          (const T *)save_invstd, (T *)mom, v->c});
+                     bn_bwd_moments_op<T>{(const T *)dy, (const T *)x, (const S *)save_mean,
+                                          (const S *)save_invstd, (S *)mom, v->c});
 }
 
 /* Training-mode backward: dx += k * (n*dy - sum dy - xhat * sum dy*xhat)
- * with k = gamma * invstd / count, all in T as the CPU; dgamma += sum
+ * with k = gamma * invstd / count, all in M as the CPU; dgamma += sum
  * dy*xhat and dbeta += sum dy over this call's own positions. */
-template <typename T> struct bn_bwd_train_k {
-    T mean, inv, k, n, sdy, sdyx;
+template <typename M> struct bn_bwd_train_k {
+    M mean, inv, k, n, sdy, sdyx;
 };
 
 template <typename T> struct bn_bwd_train_op {
-    typedef bn_bwd_train_k<T> param_t;
-    const T *dy, *x, *gamma, *save_mean, *save_invstd, *mom;
-    T *dx, *dgamma, *dbeta;
+    typedef ds_math_t<T> M;
+    typedef ds_stats_t<T> S;
+    typedef bn_bwd_train_k<M> param_t;
+    const T *dy, *x;
+    const S *gamma, *save_mean, *save_invstd, *mom;
+    T *dx;
+    S *dgamma, *dbeta;
     int c;
     double count;
     __device__ param_t param(int ch) const
     {
-        const T inv = save_invstd[ch], gi = gamma[ch] * inv;
-        return {save_mean[ch], inv, (T)(gi / count), (T)count, mom[ch], mom[c + ch]};
+        const M inv = save_invstd[ch], gi = gamma[ch] * inv;
+        return {(M)save_mean[ch], inv, (M)(gi / count), (M)count, (M)mom[ch], (M)mom[c + ch]};
     }
     __device__ void add(const param_t &q, long e, double &s1, double &s2) const
     {
-        const T d = dy[e], xhat = (x[e] - q.mean) * q.inv;
+        const M d = ds_wide(dy[e]), xhat = (ds_wide(x[e]) - q.mean) * q.inv;
         if (dx)
-            dx[e] += q.k * (q.n * d - q.sdy - xhat * q.sdyx);
+            dx[e] = ds_round<T>(ds_wide(dx[e]) + q.k * (q.n * d - q.sdy - xhat * q.sdyx));
         s1 += d;
         s2 += (double)d * xhat;
     }
     __device__ void done(const param_t &, int ch, double s1, double s2) const
     {
-        dgamma[ch] += (T)s2;
-        dbeta[ch] += (T)s1;
+        dgamma[ch] += (S)s2;
+        dbeta[ch] += (S)s1;
     }
 };
 
@@ -449,43 +479,48 @@ ds_status cuda_bn_bwd_train(ds_ctx *ctx, const ds_view *v, const int *len, doubl
                             const void *save_mean, const void *save_invstd, const void *mom,
                             void *dx, void *dgamma, void *dbeta)
 {
+    typedef ds_stats_t<T> S;
     if (!(count > 0))
         return DS_FAIL(DS_ERR_ARG, "bn_bwd_train: no real positions (count %g)", count);
     return bn_reduce(ctx, v, len,
-                     bn_bwd_train_op<T>{(const T *)dy, (const T *)x, (const T *)gamma,
-                                        (const T *)save_mean, (const T *)save_invstd,
-                                        (const T *)mom, (T *)dx, (T *)dgamma, (T *)dbeta, v->c,
+                     bn_bwd_train_op<T>{(const T *)dy, (const T *)x, (const S *)gamma,
+                                        (const S *)save_mean, (const S *)save_invstd,
+                                        (const S *)mom, (T *)dx, (S *)dgamma, (S *)dbeta, v->c,
                                         count});
 }
 
 /* Evaluation-mode backward: the running statistics are constants, so
  * dx += gamma * invstd * dy; dgamma, dbeta as in training. */
-template <typename T> struct bn_bwd_eval_k {
-    T mean, inv, k;
+template <typename M> struct bn_bwd_eval_k {
+    M mean, inv, k;
 };
 
 template <typename T> struct bn_bwd_eval_op {
-    typedef bn_bwd_eval_k<T> param_t;
-    const T *dy, *x, *gamma, *run_mean, *run_var;
-    T *dx, *dgamma, *dbeta;
+    typedef ds_math_t<T> M;
+    typedef ds_stats_t<T> S;
+    typedef bn_bwd_eval_k<M> param_t;
+    const T *dy, *x;
+    const S *gamma, *run_mean, *run_var;
+    T *dx;
+    S *dgamma, *dbeta;
     double eps;
     __device__ param_t param(int ch) const
     {
-        const T inv = (T)(1 / sqrt((double)run_var[ch] + eps));
-        return {run_mean[ch], inv, gamma[ch] * inv};
+        const M inv = (M)(1 / sqrt((double)run_var[ch] + eps));
+        return {(M)run_mean[ch], inv, (M)(gamma[ch] * inv)};
     }
     __device__ void add(const param_t &q, long e, double &s1, double &s2) const
     {
-        const T d = dy[e], xc = x[e] - q.mean;
+        const M d = ds_wide(dy[e]), xc = ds_wide(x[e]) - q.mean;
         if (dx)
-            dx[e] += q.k * d;
+            dx[e] = ds_round<T>(ds_wide(dx[e]) + q.k * d);
         s1 += d;
         s2 += (double)d * xc * q.inv;
     }
     __device__ void done(const param_t &, int ch, double s1, double s2) const
     {
-        dgamma[ch] += (T)s2;
-        dbeta[ch] += (T)s1;
+        dgamma[ch] += (S)s2;
+        dbeta[ch] += (S)s1;
     }
 };
 
@@ -496,10 +531,11 @@ ds_status cuda_bn_bwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const 
                            const void *x, const void *gamma, const void *run_mean,
                            const void *run_var, double eps, void *dx, void *dgamma, void *dbeta)
 {
+    typedef ds_stats_t<T> S;
     return bn_reduce(ctx, v, len,
-                     bn_bwd_eval_op<T>{(const T *)dy, (const T *)x, (const T *)gamma,
-                                       (const T *)run_mean, (const T *)run_var, (T *)dx,
-                                       (T *)dgamma, (T *)dbeta, eps});
+                     bn_bwd_eval_op<T>{(const T *)dy, (const T *)x, (const S *)gamma,
+                                       (const S *)run_mean, (const S *)run_var, (T *)dx,
+                                       (S *)dgamma, (S *)dbeta, eps});
 }
 
 #define BN_INSTANTIATE(T)                                                                     \
@@ -525,3 +561,5 @@ ds_status cuda_bn_bwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const 
 
 BN_INSTANTIATE(float)
 BN_INSTANTIATE(double)
+BN_INSTANTIATE(__half)
+BN_INSTANTIATE(__nv_bfloat16)

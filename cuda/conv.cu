@@ -25,7 +25,17 @@
  *
  * The bias gradient is our own deterministic two-pass reduction accumulated
  * in double (the project's rule for reductions), not cudnnConvolutionBackwardBias,
- * whose summation order cuDNN does not promise. */
+ * whose summation order cuDNN does not promise.
+ *
+ * The 16-bit tables: x, w, b, y and their gradients in FP16 or BF16, the
+ * convolution descriptor's compute type FP32 (cuDNN's pseudo-half
+ * configurations) and tensor-op math; alpha and beta are floats. Where
+ * cuDNN rounds inside (an algorithm may keep partial results in the data
+ * type) is cuDNN's; the output, and dx and dw after adding the old value
+ * (beta 1), are rounded to the data type at the end. The forward bias is
+ * then added by conv_bias_add, which rounds the sum again (cudnnAddTensor
+ * does the same for float and double, in their own types); the bias
+ * gradient sums in double and rounds once. */
 #include <cstdlib>
 #include <cstring>
 
@@ -48,7 +58,18 @@
 #define CONV_SHAPE_FMT "n=%d ci=%d hi=%d wi=%d co=%d k=%dx%d stride=%dx%d pad=%dx%d (%s)"
 #define CONV_SHAPE_ARGS(g, dt)                                                                \
     (g)->n, (g)->ci, (g)->hi, (g)->wi, (g)->co, (g)->kh, (g)->kw, (g)->sh, (g)->sw, (g)->ph,  \
-        (g)->pw, (dt) == CUDNN_DATA_DOUBLE ? "fp64" : "fp32"
+        (g)->pw, conv_dt_name(dt)
+
+/* The short name of a data type in messages. */
+static const char *conv_dt_name(cudnnDataType_t dt)
+{
+    switch (dt) {
+    case CUDNN_DATA_DOUBLE: return "fp64";
+    case CUDNN_DATA_HALF: return "fp16";
+    case CUDNN_DATA_BFLOAT16: return "bf16";
+    default: return "fp32";
+    }
+}
 
 /* Which algorithm, under which math type, for one direction. */
 template <typename A> struct conv_choice {
@@ -163,8 +184,10 @@ static conv_entry *conv_lookup(ds_cuda_conv_cache *c, cudnnDataType_t dt, const 
     }
 }
 
-/* The descriptors of a shape (entry zeroed; the caller releases it on failure). */
-static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, const ds_conv_geom *g)
+/* The descriptors of a shape (entry zeroed; the caller releases it on failure):
+ * tensors of dt, the convolution computed in ct (ds_dtype_traits::cudnn_compute). */
+static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, cudnnDataType_t ct,
+                               const ds_conv_geom *g)
 {
     DS_CUDNN(cudnnCreateTensorDescriptor(&e->xd));
     DS_CUDNN(cudnnCreateTensorDescriptor(&e->yd));
@@ -176,7 +199,7 @@ static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, const ds_conv_
     DS_CUDNN(cudnnSetTensor4dDescriptor(e->bd, CUDNN_TENSOR_NCHW, dt, 1, g->co, 1, 1));
     DS_CUDNN(cudnnSetFilter4dDescriptor(e->wd, dt, CUDNN_TENSOR_NCHW, g->co, g->ci, g->kh, g->kw));
     DS_CUDNN(cudnnSetConvolution2dDescriptor(e->cd, g->ph, g->pw, g->sh, g->sw, 1, 1,
-                                             CUDNN_CROSS_CORRELATION, dt));
+                                             CUDNN_CROSS_CORRELATION, ct));
     /* our output size rule (floor, as PyTorch) must be cuDNN's */
     int n, c, h, w;
     DS_CUDNN(cudnnGetConvolution2dForwardOutputDim(e->cd, e->xd, e->wd, &n, &c, &h, &w));
@@ -188,8 +211,8 @@ static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, const ds_conv_
 }
 
 /* A new entry for a shape not in the table: descriptors made, nothing chosen. */
-static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, const ds_conv_geom *g,
-                             size_t ws_bytes, conv_entry **out)
+static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, cudnnDataType_t ct,
+                             const ds_conv_geom *g, size_t ws_bytes, conv_entry **out)
 {
     if (c->used >= CONV_MAX_USED)
         conv_flush(c);
@@ -197,7 +220,7 @@ static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, const ds
     while (c->slot[i].used)
         i = (i + 1) % CONV_SLOTS;
     conv_entry *e = &c->slot[i];
-    ds_status st = conv_describe(e, dt, g);
+    ds_status st = conv_describe(e, dt, ct, g);
     if (st != DS_OK) {
         conv_entry_release(e);
         return st;
@@ -303,18 +326,25 @@ static ds_status conv_add_plan(ds_cuda_conv_cache *c, const conv_plan *p)
 
 /* The math type the descriptor allows while timing: FP32 FMA only unless
  * --tf32, then cuDNN's default, which permits TF32 but no down-conversion to
- * FP16 (unlike ds_cudnn_math's ALLOW_CONVERSION); FP64 cuDNN's default, as
- * PyTorch (every FP64 path computes in FP64). */
+ * FP16 (unlike ALLOW_CONVERSION); FP64 cuDNN's default, as PyTorch (every
+ * FP64 path computes in FP64); FP16 and BF16 tensor ops (the compute type,
+ * FP32, is the descriptor's). */
 template <typename T> static cudnnMathType_t conv_find_math(const ds_ctx *ctx)
 {
+    if (ds_dtype_traits<T>::narrow)
+        return CUDNN_TENSOR_OP_MATH;
     return sizeof(T) == 4 && !ctx->opts.tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
+/* Whether a result's math type may run: never ALLOW_CONVERSION (FP32 data
+ * rounded to FP16 or BF16 inside; for 16-bit data, a conversion we did not
+ * ask for either); FP32 without --tf32 only FMA; anything else for FP64 and
+ * the 16-bit types, whose compute type FP32 (FP64) every math type keeps. */
 template <typename T> static int conv_math_ok(const ds_ctx *ctx, cudnnMathType_t m)
 {
     if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
         return 0;   /* may convert to a narrower type */
-    if (sizeof(T) == 4 && !ctx->opts.tf32)
+    if (!ds_dtype_traits<T>::narrow && sizeof(T) == 4 && !ctx->opts.tf32)
         return m == CUDNN_FMA_MATH;
     return 1;
 }
@@ -512,7 +542,7 @@ template <typename T> static ds_status conv_find_startup(ds_ctx *ctx, conv_entry
 template <typename T>
 static ds_status conv_entry_for(ds_ctx *ctx, const ds_conv_geom *g, conv_entry **out)
 {
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     ds_cuda_conv_cache *c = nullptr;
     DS_TRY(conv_cache(ctx, &c));
     if ((*out = conv_lookup(c, dt, g)))
@@ -529,7 +559,7 @@ static ds_status conv_entry_for(ds_ctx *ctx, const ds_conv_geom *g, conv_entry *
     /* scratch at the end of the plan's region; what is left before it is workspace */
     const size_t scratch = conv_scratch_elems(g) * sizeof(T);
     const size_t ws = (p->total_bytes - scratch) / CONV_ALIGN * CONV_ALIGN;
-    return conv_insert(c, dt, g, ws, out);
+    return conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, ws, out);
 }
 
 /* ---------------------------------------------------------- bias grad -- */
@@ -567,13 +597,13 @@ __global__ void conv_bias_pass1(const T *dy, int n, int co, long npos, int split
         const long len = (end - j < npos - p0) ? end - j : npos - p0;   /* rest of row i */
         const T *row = dy + ((size_t)i * co + o) * npos + p0;
         for (long k = threadIdx.x; k < len; k += blockDim.x)
-            acc += (double)row[k];
+            acc += (double)ds_wide(row[k]);
         j += len;
     }
     const double sum = conv_block_sum(acc);
     if (threadIdx.x == 0) {
         if (split == 1)
-            db[o] = (T)((double)db[o] + sum);
+            db[o] = ds_round<T>((double)ds_wide(db[o]) + sum);
         else
             part[blockIdx.x] = sum;
     }
@@ -589,7 +619,7 @@ template <typename T> __global__ void conv_bias_pass2(const double *part, int sp
         acc += part[(size_t)o * split + k];
     const double sum = conv_block_sum(acc);
     if (threadIdx.x == 0)
-        db[o] = (T)((double)db[o] + sum);
+        db[o] = ds_round<T>((double)ds_wide(db[o]) + sum);
 }
 
 /* db [co] += sum of dy [n][co][ho][wo] over n, ho, wo, in double. The split
@@ -616,6 +646,36 @@ static ds_status conv_bias_grad(ds_ctx *ctx, const ds_conv_geom *g, const T *dy,
     return DS_OK;
 }
 
+/* ----------------------------------------------------------- bias add -- */
+
+/* y [n][co][npos] += b [co] per channel, in the math type, rounded once. */
+template <typename T>
+__global__ void conv_bias_add_kernel(size_t total, int co, long npos, const T *__restrict__ b,
+                                     T *__restrict__ y)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const int o = (int)((e / (size_t)npos) % (size_t)co);
+        y[e] = ds_round<T>(ds_wide(y[e]) + ds_wide(b[o]));
+    }
+}
+
+/* The 16-bit tables' forward bias: our kernel rather than cudnnAddTensor,
+ * so that FP16 and BF16 take one path whose arithmetic we know (float, one
+ * rounding), whatever the legacy API covers. b [co], y [n][co][ho][wo]. */
+template <typename T>
+static ds_status conv_bias_add(ds_ctx *ctx, const ds_conv_geom *g, const T *b, T *y)
+{
+    const long npos = (long)g->ho * g->wo;
+    const size_t total = (size_t)g->n * g->co * npos;
+    if (total == 0)
+        return DS_OK;
+    conv_bias_add_kernel<T><<<ds_cuda_grid(ctx, total), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        total, g->co, npos, b, y);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
 /* ---------------------------------------------------------------- ops -- */
 
 /* Start-up, the layer's largest geometry: choose its algorithms and size its
@@ -624,7 +684,7 @@ static ds_status conv_bias_grad(ds_ctx *ctx, const ds_conv_geom *g, const T *dy,
  * work then holds only the scratch. */
 template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g)
 {
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     if (conv_bad_fields(g) || conv_bad_output(g) || conv_empty(g))
         return 0;   /* the op refuses a bad geometry (conv_check) and skips an empty one */
     const size_t scratch = conv_scratch_elems(g) * sizeof(T);
@@ -640,7 +700,7 @@ template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g
     conv_entry *e = conv_lookup(c, dt, g);
     const int fresh = !e;
     if (fresh)
-        p.st = conv_insert(c, dt, g, 0, &e);
+        p.st = conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, 0, &e);
     if (p.st == DS_OK)
         p.st = conv_find_startup<T>(ctx, e, &ws);
     if (p.st != DS_OK && fresh && e) {
@@ -669,11 +729,13 @@ ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
         DS_TRY(conv_find_fwd<T>(ctx, e, x, w, y, work, &mem));
         e->have_fwd = 1;
     }
-    const T one = 1, zero = 0;
+    const ds_scale_t<T> one = 1, zero = 0;
     DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->fwd.math));
     DS_CUDNN(cudnnConvolutionForward(ctx->dnn, &one, e->xd, x, e->wd, w, e->cd, e->fwd.algo,
                                      work, e->ws_bytes, &zero, e->yd, y));
-    if (b)
+    if (b && ds_dtype_traits<T>::narrow)
+        DS_TRY(conv_bias_add<T>(ctx, g, (const T *)b, (T *)y));
+    else if (b)
         DS_CUDNN(cudnnAddTensor(ctx->dnn, &one, e->bd, b, &one, e->yd, y));
     return DS_OK;
 }
@@ -701,7 +763,7 @@ ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
         DS_TRY(conv_find_filter<T>(ctx, e, x, dy, scratch, work, &mem));
         e->have_filter = 1;
     }
-    const T one = 1;
+    const ds_scale_t<T> one = 1;
     if (dx) {
         DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->bwd_data.math));
         DS_CUDNN(cudnnConvolutionBackwardData(ctx->dnn, &one, e->wd, w, e->yd, dy, e->cd,
@@ -717,15 +779,15 @@ ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
     return DS_OK;
 }
 
-template size_t cuda_conv2d_work<float>(ds_ctx *, const ds_conv_geom *);
-template size_t cuda_conv2d_work<double>(ds_ctx *, const ds_conv_geom *);
-template ds_status cuda_conv2d_fwd<float>(ds_ctx *, const ds_conv_geom *, const void *,
-                                          const void *, const void *, void *, void *);
-template ds_status cuda_conv2d_fwd<double>(ds_ctx *, const ds_conv_geom *, const void *,
-                                           const void *, const void *, void *, void *);
-template ds_status cuda_conv2d_bwd<float>(ds_ctx *, const ds_conv_geom *, const void *,
-                                          const void *, const void *, void *, void *, void *,
+#define CONV_INSTANTIATE(T)                                                                   \
+    template size_t cuda_conv2d_work<T>(ds_ctx *, const ds_conv_geom *);                       \
+    template ds_status cuda_conv2d_fwd<T>(ds_ctx *, const ds_conv_geom *, const void *,        \
+                                          const void *, const void *, void *, void *);         \
+    template ds_status cuda_conv2d_bwd<T>(ds_ctx *, const ds_conv_geom *, const void *,        \
+                                          const void *, const void *, void *, void *, void *,  \
                                           void *);
-template ds_status cuda_conv2d_bwd<double>(ds_ctx *, const ds_conv_geom *, const void *,
-                                           const void *, const void *, void *, void *, void *,
-                                           void *);
+
+CONV_INSTANTIATE(float)
+CONV_INSTANTIATE(double)
+CONV_INSTANTIATE(__half)
+CONV_INSTANTIATE(__nv_bfloat16)

@@ -13,6 +13,9 @@
  *      the occupancy of each class summed over its states in state order
  *      (no atomics), zero past len[i] and for utterances without a path.
  *
+ * The 16-bit tables widen each logit read (exact) into the same double
+ * kernels and round each dlogits element once, from double.
+ *
  * The host cannot read lengths or labels (device memory): shapes are checked
  * on the host, lengths and labels by kernel 2, which gives an utterance that
  * fails them a NaN loss and a zero gradient. */
@@ -112,14 +115,14 @@ __global__ void ctc_log_softmax(int t, int n, int c, const T *__restrict__ logit
         const T *x = logits + r * c;
         double m = -INFINITY;
         for (int k = lane; k < c; k += WARP)
-            m = fmax(m, (double)x[k]);
+            m = fmax(m, (double)ds_wide(x[k]));
         m = warp_max(m);
         double sum = 0;
         for (int k = lane; k < c; k += WARP)
-            sum += exp((double)x[k] - m);
+            sum += exp((double)ds_wide(x[k]) - m);
         const double lz = m + log(warp_sum(sum));
         for (int k = lane; k < c; k += WARP)
-            lp[r * c + k] = (double)x[k] - lz;
+            lp[r * c + k] = (double)ds_wide(x[k]) - lz;
     }
 }
 
@@ -260,7 +263,7 @@ __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__
         const double ll = ll_all[i];
         if (ll == -INFINITY || s >= len[i]) {
             for (int k = threadIdx.x; k < c; k += blockDim.x)
-                g[k] = 0;
+                g[k] = ds_round<T>(0);
             continue;
         }
         const int S = 2 * label_len[i] + 1;
@@ -288,14 +291,15 @@ __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__
                 __syncthreads();   /* the chunk is read before the next overwrites it */
             }
             if (k < c)
-                g[k] = (T)(scale * (exp(lrow[k]) - occ));
+                g[k] = ds_round<T>(scale * (exp(lrow[k]) - occ));
         }
     }
 }
 
 /* logits [rows][c] -> best [rows]: the first largest class of each row, one
  * warp per row. As the CPU's sequential scan with '>': a NaN is never
- * chosen, except that a NaN in column 0 keeps 0. */
+ * chosen, except that a NaN in column 0 keeps 0. Values are compared
+ * widened to the math type M (exact, so the order is T's). */
 template <typename T>
 __global__ void argmax_rows(size_t rows, int c, const T *__restrict__ logits,
                             int *__restrict__ best)
@@ -304,11 +308,12 @@ __global__ void argmax_rows(size_t rows, int c, const T *__restrict__ logits,
     const size_t warps = (size_t)gridDim.x * (blockDim.x / WARP);
     for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / WARP; r < rows;
          r += warps) {
+        typedef ds_math_t<T> M;
         const T *x = logits + r * c;
-        T bv = 0;
+        M bv = 0;
         int bi = -1;   /* -1: no number seen yet */
         for (int k = lane; k < c; k += WARP) {
-            const T v = x[k];
+            const M v = ds_wide(x[k]);
             if (bi < 0 ? !isnan(v) : v > bv) {
                 bv = v;
                 bi = k;
@@ -316,7 +321,7 @@ __global__ void argmax_rows(size_t rows, int c, const T *__restrict__ logits,
         }
         /* (value, index) pairs: larger value wins, ties to the lower index */
         for (int o = WARP / 2; o > 0; o /= 2) {
-            const T ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const M ov = __shfl_xor_sync(0xffffffffu, bv, o);
             const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
             if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
                 bv = ov;
@@ -324,7 +329,7 @@ __global__ void argmax_rows(size_t rows, int c, const T *__restrict__ logits,
             }
         }
         if (lane == 0)
-            best[r] = bi < 0 || isnan(x[0]) ? 0 : bi;
+            best[r] = bi < 0 || isnan(ds_wide(x[0])) ? 0 : bi;
     }
 }
 
@@ -353,8 +358,9 @@ unsigned row_grid(const ds_ctx *ctx, size_t rows, size_t per)
 
 }   // namespace
 
-/* Workspace in elements of T: doubles for lp [t][n][c], alpha and beta
- * [n][t][2*max_label_len+1] and ll [n], plus one for alignment. */
+/* Workspace in elements of T (2-byte ones for the 16-bit tables): doubles
+ * for lp [t][n][c], alpha and beta [n][t][2*max_label_len+1] and ll [n],
+ * plus one for alignment. */
 template <typename T> size_t cuda_ctc_work(int t, int n, int c, int max_label_len)
 {
     return ctc_doubles(t, n, c, max_label_len) * (sizeof(double) / sizeof(T));
@@ -421,15 +427,15 @@ ds_status cuda_loss_total(ds_ctx *ctx, int n, double norm, const void *loss, voi
     return DS_OK;
 }
 
-template size_t cuda_ctc_work<float>(int, int, int, int);
-template size_t cuda_ctc_work<double>(int, int, int, int);
-template ds_status cuda_ctc_loss<float>(ds_ctx *, int, int, int, int, const void *, const int *,
-                                        const int *, const int *, const int *, int, double,
-                                        const void *, void *, void *, void *);
-template ds_status cuda_ctc_loss<double>(ds_ctx *, int, int, int, int, const void *, const int *,
-                                         const int *, const int *, const int *, int, double,
-                                         const void *, void *, void *, void *);
-template ds_status cuda_argmax<float>(ds_ctx *, int, int, int, const void *, int *);
-template ds_status cuda_argmax<double>(ds_ctx *, int, int, int, const void *, int *);
-template ds_status cuda_loss_total<float>(ds_ctx *, int, double, const void *, void *);
-template ds_status cuda_loss_total<double>(ds_ctx *, int, double, const void *, void *);
+#define CTC_INSTANTIATE(T)                                                                    \
+    template size_t cuda_ctc_work<T>(int, int, int, int);                                      \
+    template ds_status cuda_ctc_loss<T>(ds_ctx *, int, int, int, int, const void *,            \
+                                        const int *, const int *, const int *, const int *,    \
+                                        int, double, const void *, void *, void *, void *);    \
+    template ds_status cuda_argmax<T>(ds_ctx *, int, int, int, const void *, int *);           \
+    template ds_status cuda_loss_total<T>(ds_ctx *, int, double, const void *, void *);
+
+CTC_INSTANTIATE(float)
+CTC_INSTANTIATE(double)
+CTC_INSTANTIATE(__half)
+CTC_INSTANTIATE(__nv_bfloat16)

@@ -9,6 +9,8 @@
 
 #include <cstddef>
 
+#include "dtype_traits.cuh"   /* first: it sets how cuda_fp16.h / cuda_bf16.h are read */
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -93,16 +95,14 @@ static inline unsigned ds_cuda_grid(const ds_ctx *c, size_t n, int block = DS_CU
     return want ? (unsigned)want : 1u;
 }
 
-/* The cuDNN data type of T. */
-template <typename T> struct ds_cudnn_type;
-template <> struct ds_cudnn_type<float> { static constexpr cudnnDataType_t v = CUDNN_DATA_FLOAT; };
-template <> struct ds_cudnn_type<double> { static constexpr cudnnDataType_t v = CUDNN_DATA_DOUBLE; };
-
 /* The math cuDNN may use for T: FP32 runs FMA only (no TF32) unless the run
  * asked for --tf32, then cuDNN's default (TF32 allowed, never FP16); FP64 is
- * exact whatever cuDNN picks (as PyTorch sets it). */
+ * exact whatever cuDNN picks (as PyTorch sets it); FP16 and BF16 data on
+ * tensor cores (with FP32 compute: ds_dtype_traits<T>::cudnn_compute). */
 template <typename T> static inline cudnnMathType_t ds_cudnn_math(const ds_ctx *c)
 {
+    if (ds_dtype_traits<T>::narrow)
+        return CUDNN_TENSOR_OP_MATH;
     return sizeof(T) == 4 && !c->opts.tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 

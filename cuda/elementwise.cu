@@ -1,4 +1,6 @@
-/* elementwise.cu - padding mask and Hardtanh (twin of src/cpu/elementwise.inc). */
+/* elementwise.cu - padding mask and Hardtanh (twin of src/cpu/elementwise.inc).
+ * Arithmetic in ds_math_t<T> (float for the 16-bit types), one rounding per
+ * element written. */
 #include "ops_cuda.h"
 
 /* Real positions of utterance i: len[i] * p_per_t clamped to [0, p]. */
@@ -24,12 +26,12 @@ static __global__ void mask_kernel(ds_view v, const int *len, T *x, bool chan_in
                 continue;   /* a real frame: nothing to zero in this row */
             T *row = x + (long)i * v.sn + pos * v.sp;
             for (int ch = threadIdx.x; ch < v.c; ch += blockDim.x)
-                row[(long)ch * v.sc] = 0;
+                row[(long)ch * v.sc] = ds_round<T>(0);
         } else {
             int i = (int)(r / v.c), ch = (int)(r % v.c);
             T *row = x + (long)i * v.sn + (long)ch * v.sc;
             for (long pos = mask_real_p(v, len, i) + threadIdx.x; pos < v.p; pos += blockDim.x)
-                row[pos * v.sp] = 0;
+                row[pos * v.sp] = ds_round<T>(0);
         }
     }
 }
@@ -49,26 +51,30 @@ template <typename T> ds_status cuda_mask(ds_ctx *ctx, const ds_view *v, const i
 }
 
 /* x, y [n]; y may alias x (each element read before its own write). NaN
- * passes through, as on the CPU (both comparisons false). */
+ * passes through, as on the CPU (both comparisons false). lo and hi are in
+ * the math type, as the float32 op holds them; a clamped element is lo or
+ * hi rounded to T. */
 template <typename T>
-static __global__ void hardtanh_fwd_kernel(size_t n, T lo, T hi, const T *x, T *y)
+static __global__ void hardtanh_fwd_kernel(size_t n, ds_math_t<T> lo, ds_math_t<T> hi,
+                                           const T *x, T *y)
 {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
-        T a = x[e];
-        y[e] = a < lo ? lo : (a > hi ? hi : a);
+        const ds_math_t<T> a = ds_wide(x[e]);
+        y[e] = ds_round<T>(a < lo ? lo : (a > hi ? hi : a));
     }
 }
 
 /* y, dy, dx [n]: dx += dy where the output was not clamped (lo < y < hi). */
 template <typename T>
-static __global__ void hardtanh_bwd_kernel(size_t n, T lo, T hi, const T *y, const T *dy, T *dx)
+static __global__ void hardtanh_bwd_kernel(size_t n, ds_math_t<T> lo, ds_math_t<T> hi,
+                                           const T *y, const T *dy, T *dx)
 {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (size_t)gridDim.x * blockDim.x) {
-        T a = y[e];
+        const ds_math_t<T> a = ds_wide(y[e]);
         if (a > lo && a < hi)
-            dx[e] += dy[e];
+            dx[e] = ds_round<T>(ds_wide(dx[e]) + ds_wide(dy[e]));
     }
 }
 
@@ -79,7 +85,7 @@ ds_status cuda_hardtanh_fwd(ds_ctx *ctx, size_t n, double lo, double hi, const v
     if (n == 0)
         return DS_OK;
     hardtanh_fwd_kernel<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, (T)lo, (T)hi, (const T *)x, (T *)y);
+        n, (ds_math_t<T>)lo, (ds_math_t<T>)hi, (const T *)x, (T *)y);
     DS_LAUNCHED();
     return DS_OK;
 }
@@ -92,18 +98,19 @@ ds_status cuda_hardtanh_bwd(ds_ctx *ctx, size_t n, double lo, double hi, const v
     if (n == 0)
         return DS_OK;
     hardtanh_bwd_kernel<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, (T)lo, (T)hi, (const T *)y, (const T *)dy, (T *)dx);
+        n, (ds_math_t<T>)lo, (ds_math_t<T>)hi, (const T *)y, (const T *)dy, (T *)dx);
     DS_LAUNCHED();
     return DS_OK;
 }
 
-template ds_status cuda_mask<float>(ds_ctx *, const ds_view *, const int *, void *);
-template ds_status cuda_mask<double>(ds_ctx *, const ds_view *, const int *, void *);
-template ds_status cuda_hardtanh_fwd<float>(ds_ctx *, size_t, double, double, const void *,
-                                            void *);
-template ds_status cuda_hardtanh_fwd<double>(ds_ctx *, size_t, double, double, const void *,
-                                             void *);
-template ds_status cuda_hardtanh_bwd<float>(ds_ctx *, size_t, double, double, const void *,
+#define ELEMENTWISE_INSTANTIATE(T)                                                            \
+    template ds_status cuda_mask<T>(ds_ctx *, const ds_view *, const int *, void *);          \
+    template ds_status cuda_hardtanh_fwd<T>(ds_ctx *, size_t, double, double, const void *,    \
+                                            void *);                                          \
+    template ds_status cuda_hardtanh_bwd<T>(ds_ctx *, size_t, double, double, const void *,    \
                                             const void *, void *);
-template ds_status cuda_hardtanh_bwd<double>(ds_ctx *, size_t, double, double, const void *,
-                                             const void *, void *);
+
+ELEMENTWISE_INSTANTIATE(float)
+ELEMENTWISE_INSTANTIATE(double)
+ELEMENTWISE_INSTANTIATE(__half)
+ELEMENTWISE_INSTANTIATE(__nv_bfloat16)

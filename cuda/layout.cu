@@ -1,7 +1,9 @@
 /* layout.cu - conv maps [N][C][T][F] to sequences [T][N][C*F] and back (twin
  * of src/cpu/layout.inc). Both layouts keep a frame's f frequencies of one
  * channel contiguous, so each kernel walks the side it writes in memory
- * order (one block per row of it) and the other side in runs of f. */
+ * order (one block per row of it) and the other side in runs of f. The
+ * forward pass copies elements (any T); the backward adds in ds_math_t<T>,
+ * one rounding per element. */
 #include "ops_cuda.h"
 
 /* Blocks of a grid-stride loop over rows: up to 32 per multiprocessor. */
@@ -42,7 +44,7 @@ static __global__ void conv_to_seq_bwd_kernel(int n, int c, int t, int f, const 
         const T *dyr = dy + (i * c + ch) * f;   /* dy[0][i][ch*f] */
         for (int e = threadIdx.x; e < tf; e += blockDim.x) {
             const int s = e / f, j = e - s * f;
-            dxr[e] += dyr[(size_t)s * ncf + j];
+            dxr[e] = ds_round<T>(ds_wide(dxr[e]) + ds_wide(dyr[(size_t)s * ncf + j]));
         }
     }
 }
@@ -82,9 +84,12 @@ ds_status cuda_conv_to_seq_bwd(ds_ctx *ctx, int n, int c, int t, int f, const vo
     return DS_OK;
 }
 
-template ds_status cuda_conv_to_seq<float>(ds_ctx *, int, int, int, int, const void *, void *);
-template ds_status cuda_conv_to_seq<double>(ds_ctx *, int, int, int, int, const void *, void *);
-template ds_status cuda_conv_to_seq_bwd<float>(ds_ctx *, int, int, int, int, const void *,
+#define LAYOUT_INSTANTIATE(T)                                                                 \
+    template ds_status cuda_conv_to_seq<T>(ds_ctx *, int, int, int, int, const void *, void *); \
+    template ds_status cuda_conv_to_seq_bwd<T>(ds_ctx *, int, int, int, int, const void *,     \
                                                void *);
-template ds_status cuda_conv_to_seq_bwd<double>(ds_ctx *, int, int, int, int, const void *,
-                                                void *);
+
+LAYOUT_INSTANTIATE(float)
+LAYOUT_INSTANTIATE(double)
+LAYOUT_INSTANTIATE(__half)
+LAYOUT_INSTANTIATE(__nv_bfloat16)

@@ -8,27 +8,20 @@
  *   dw       dw^T (k x o) += x^T (k x m) * dy (op T of o x m)
  * The bias of the forward pass rides in the epilogue where cuBLASLt has an
  * algorithm for it; the bias gradient is our kernel, since cuBLASLt's BGRAD
- * epilogues assign the bias gradient and the contract accumulates it. */
+ * epilogues assign the bias gradient and the contract accumulates it.
+ *
+ * The 16-bit tables: A, B, C and the bias in T, FP32 compute on tensor cores
+ * (CUBLAS_COMPUTE_32F), float alpha and beta; cuBLASLt rounds each output
+ * element once, after the bias (epilogue) or the accumulation into C (beta
+ * 1). Without an epilogue algorithm the bias is added by add_bias_rows to
+ * the already rounded product: a second rounding (the float and double
+ * tables do the same with their own types). The bias gradient sums in
+ * double and rounds once. */
 #include <cstdint>
 
 #include "ops_cuda.h"
 
 namespace {
-
-/* cuBLASLt's names for T: element and scale type, compute type. */
-template <typename T> struct lt_type;
-template <> struct lt_type<float> {
-    static constexpr cudaDataType_t data = CUDA_R_32F;
-    static cublasComputeType_t compute(const ds_ctx *c)
-    {
-        /* TF32 tensor cores only when the run asked for them */
-        return c->opts.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    }
-};
-template <> struct lt_type<double> {
-    static constexpr cudaDataType_t data = CUDA_R_64F;
-    static cublasComputeType_t compute(const ds_ctx *) { return CUBLAS_COMPUTE_64F; }
-};
 
 /* The descriptors of one matmul, destroyed on every path out. */
 struct lt_descs {
@@ -69,15 +62,19 @@ uint32_t align_of(const void *p)
  * beta C, with op(A) rows x inner and op(B) inner x cols, A and B stored as
  * the ops say (A: rows x inner when ta is N, inner x rows when T). bias [rows]
  * or NULL: tried through CUBLASLT_EPILOGUE_BIAS; *bias_done tells whether it
- * was added (false: no algorithm had the epilogue, the caller adds it). */
+ * was added (false: no algorithm had the epilogue, the caller adds it).
+ * Matrices and bias of type T (ds_dtype_traits<T>::lt_data), alpha and beta
+ * of its scale type (lt_scale: float for the 16-bit types). */
 template <typename T>
 ds_status lt_gemm(ds_ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, uint64_t rows,
                   uint64_t cols, uint64_t inner, const T *A, int64_t lda, const T *B,
-                  int64_t ldb, T beta, T *C, int64_t ldc, const T *bias, bool *bias_done)
+                  int64_t ldb, ds_scale_t<T> beta, T *C, int64_t ldc, const T *bias,
+                  bool *bias_done)
 {
-    const cudaDataType_t dt = lt_type<T>::data;
+    typedef ds_dtype_traits<T> tr;
+    const cudaDataType_t dt = tr::lt_data;
     lt_descs d;
-    DS_CUBLAS(cublasLtMatmulDescCreate(&d.op, lt_type<T>::compute(ctx), dt));
+    DS_CUBLAS(cublasLtMatmulDescCreate(&d.op, tr::lt_compute(ctx->opts.tf32), tr::lt_scale));
     int32_t opa = ta, opb = tb;
     DS_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     DS_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -131,12 +128,12 @@ ds_status lt_gemm(ds_ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, uint6
             return DS_FAIL(DS_ERR_BACKEND,
                            "cuBLASLt has no algorithm for a %s %llux%llux%llu product "
                            "(op %c%c, ld %lld %lld %lld, alignment %u %u %u)",
-                           sizeof(T) == 4 ? "float" : "double", (unsigned long long)rows,
+                           tr::name, (unsigned long long)rows,
                            (unsigned long long)cols, (unsigned long long)inner,
                            ta == CUBLAS_OP_N ? 'N' : 'T', tb == CUBLAS_OP_N ? 'N' : 'T',
                            (long long)lda, (long long)ldb, (long long)ldc, al_a, al_b, al_c);
     }
-    const T one = 1;
+    const ds_scale_t<T> one = 1;
     DS_CUBLAS(cublasLtMatmul(ctx->lt, d.op, &one, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
                              &res.algo, ctx->lt_work, ctx->lt_work_bytes, ctx->stream));
     return DS_OK;
@@ -150,10 +147,10 @@ __global__ void add_bias_rows(size_t m, int o, const T *__restrict__ b, bool ass
     const size_t total = m * (size_t)o;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
          e += (size_t)gridDim.x * blockDim.x) {
-        T v = assign ? T(0) : y[e];
+        ds_math_t<T> v = assign ? ds_math_t<T>(0) : ds_wide(y[e]);
         if (b)
-            v += b[e % (size_t)o];
-        y[e] = v;
+            v += ds_wide(b[e % (size_t)o]);
+        y[e] = ds_round<T>(v);
     }
 }
 
@@ -171,7 +168,7 @@ __global__ void bias_grad(int m, int o, const T *__restrict__ dy, T *__restrict_
     double s = 0;
     if (col < o)
         for (int r = threadIdx.y; r < m; r += DB_LANES)
-            s += (double)dy[(size_t)r * o + col];
+            s += (double)ds_wide(dy[(size_t)r * o + col]);
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     for (int half = DB_LANES / 2; half > 0; half /= 2) {
@@ -180,7 +177,7 @@ __global__ void bias_grad(int m, int o, const T *__restrict__ dy, T *__restrict_
         __syncthreads();
     }
     if (threadIdx.y == 0 && col < o)
-        db[col] = (T)((double)db[col] + part[0][threadIdx.x]);
+        db[col] = ds_round<T>((double)ds_wide(db[col]) + part[0][threadIdx.x]);
 }
 
 }   // namespace
@@ -204,7 +201,7 @@ ds_status cuda_linear_fwd(ds_ctx *ctx, int m, int k, int o, const void *x, const
     }
     bool bias_done = false;
     DS_TRY(lt_gemm<T>(ctx, CUBLAS_OP_T, CUBLAS_OP_N, (uint64_t)o, (uint64_t)m, (uint64_t)k,
-                      (const T *)w, k, (const T *)x, k, T(0), (T *)y, o, bias, &bias_done));
+                      (const T *)w, k, (const T *)x, k, 0, (T *)y, o, bias, &bias_done));
     if (bias && !bias_done) {
         add_bias_rows<T><<<ds_cuda_grid(ctx, (size_t)m * o), DS_CUDA_BLOCK, 0, ctx->stream>>>(
             (size_t)m, o, bias, false, (T *)y);
@@ -227,10 +224,10 @@ ds_status cuda_linear_bwd(ds_ctx *ctx, int m, int k, int o, const void *x, const
     if (k > 0) {
         if (dx)
             DS_TRY(lt_gemm<T>(ctx, CUBLAS_OP_N, CUBLAS_OP_N, (uint64_t)k, (uint64_t)m,
-                              (uint64_t)o, (const T *)w, k, (const T *)dy, o, T(1), (T *)dx, k,
+                              (uint64_t)o, (const T *)w, k, (const T *)dy, o, 1, (T *)dx, k,
                               nullptr, &unused));
         DS_TRY(lt_gemm<T>(ctx, CUBLAS_OP_N, CUBLAS_OP_T, (uint64_t)k, (uint64_t)o, (uint64_t)m,
-                          (const T *)x, k, (const T *)dy, o, T(1), (T *)dw, k, nullptr,
+                          (const T *)x, k, (const T *)dy, o, 1, (T *)dw, k, nullptr,
                           &unused));
     }
     if (db) {
@@ -242,11 +239,13 @@ ds_status cuda_linear_bwd(ds_ctx *ctx, int m, int k, int o, const void *x, const
     return DS_OK;
 }
 
-template ds_status cuda_linear_fwd<float>(ds_ctx *, int, int, int, const void *, const void *,
-                                          const void *, void *);
-template ds_status cuda_linear_fwd<double>(ds_ctx *, int, int, int, const void *, const void *,
-                                           const void *, void *);
-template ds_status cuda_linear_bwd<float>(ds_ctx *, int, int, int, const void *, const void *,
+#define LINEAR_INSTANTIATE(T)                                                                 \
+    template ds_status cuda_linear_fwd<T>(ds_ctx *, int, int, int, const void *, const void *, \
+                                          const void *, void *);                               \
+    template ds_status cuda_linear_bwd<T>(ds_ctx *, int, int, int, const void *, const void *, \
                                           const void *, void *, void *, void *);
-template ds_status cuda_linear_bwd<double>(ds_ctx *, int, int, int, const void *, const void *,
-                                           const void *, void *, void *, void *);
+
+LINEAR_INSTANTIATE(float)
+LINEAR_INSTANTIATE(double)
+LINEAR_INSTANTIATE(__half)
+LINEAR_INSTANTIATE(__nv_bfloat16)

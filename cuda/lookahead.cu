@@ -6,7 +6,9 @@
  * each sums its taps in double. The weight gradient dw[j][q] is a sum over
  * the (frame, utterance) rows: it is split into at most LA_CHUNKS fixed
  * chunks of rows whose double sums land in work, then a second kernel adds
- * each (j, q)'s chunks in order; deterministic, no atomics. */
+ * each (j, q)'s chunks in order; deterministic, no atomics. The 16-bit
+ * tables widen each element read (exact) and round each sum written once,
+ * from double. */
 #include <cstdint>
 
 #include "ops_cuda.h"
@@ -36,8 +38,8 @@ static __global__ void lookahead_fwd_kernel(int t, int n, int h, int k, const T 
             const T *wj = w + (size_t)(e % h) * k, *xe = x + (size_t)s * nh + e;
             double acc = 0;
             for (int q = 0; q < taps; q++)
-                acc += (double)wj[q] * xe[(size_t)q * nh];
-            y[(size_t)s * nh + e] = (T)acc;
+                acc += (double)ds_wide(wj[q]) * ds_wide(xe[(size_t)q * nh]);
+            y[(size_t)s * nh + e] = ds_round<T>(acc);
         }
     }
 }
@@ -55,8 +57,9 @@ static __global__ void lookahead_dx_kernel(int t, int n, int h, int k, const T *
             const T *wj = w + (size_t)(e % h) * k, *dye = dy + (size_t)s * nh + e;
             double acc = 0;
             for (int q = 0; q < taps; q++)
-                acc += (double)wj[q] * dye[-(ptrdiff_t)q * nh];
-            dx[(size_t)s * nh + e] += (T)acc;
+                acc += (double)ds_wide(wj[q]) * ds_wide(dye[-(ptrdiff_t)q * nh]);
+            T *d = dx + (size_t)s * nh + e;
+            *d = ds_round<T>(ds_wide(*d) + (ds_math_t<T>)acc);
         }
     }
 }
@@ -79,11 +82,11 @@ lookahead_dw_kernel(int t, int n, int h, int k, const T *x, const T *dy, double 
     const T *dyj = dy + j, *xj = x + (size_t)q * n * h + j;
     double acc = 0;
     for (long r = r0; r < r1; r++)
-        acc += (double)dyj[r * h] * xj[r * h];
+        acc += (double)ds_wide(dyj[r * h]) * ds_wide(xj[r * h]);
     if (part)
         part[(size_t)g * h * k + (size_t)j * k + q] = acc;
     else
-        dw[(size_t)j * k + q] += (T)acc;
+        dw[(size_t)j * k + q] = ds_round<T>(ds_wide(dw[(size_t)j * k + q]) + (ds_math_t<T>)acc);
 }
 
 /* dw [hk] += the chunks' partial sums part [chunks][hk], in chunk order. */
@@ -95,7 +98,7 @@ static __global__ void lookahead_dw_sum_kernel(size_t hk, int chunks, const doub
         double acc = 0;
         for (int g = 0; g < chunks; g++)
             acc += part[(size_t)g * hk + e];
-        dw[e] += (T)acc;
+        dw[e] = ds_round<T>(ds_wide(dw[e]) + (ds_math_t<T>)acc);
     }
 }
 
@@ -168,14 +171,14 @@ ds_status cuda_lookahead_bwd(ds_ctx *ctx, int t, int n, int h, int k, const void
     return DS_OK;
 }
 
-template size_t cuda_lookahead_work<float>(int, int);
-template size_t cuda_lookahead_work<double>(int, int);
-template ds_status cuda_lookahead_fwd<float>(ds_ctx *, int, int, int, int, const void *,
-                                             const void *, void *);
-template ds_status cuda_lookahead_fwd<double>(ds_ctx *, int, int, int, int, const void *,
-                                              const void *, void *);
-template ds_status cuda_lookahead_bwd<float>(ds_ctx *, int, int, int, int, const void *,
+#define LOOKAHEAD_INSTANTIATE(T)                                                              \
+    template size_t cuda_lookahead_work<T>(int, int);                                          \
+    template ds_status cuda_lookahead_fwd<T>(ds_ctx *, int, int, int, int, const void *,       \
+                                             const void *, void *);                            \
+    template ds_status cuda_lookahead_bwd<T>(ds_ctx *, int, int, int, int, const void *,       \
                                              const void *, const void *, void *, void *, void *);
-template ds_status cuda_lookahead_bwd<double>(ds_ctx *, int, int, int, int, const void *,
-                                              const void *, const void *, void *, void *,
-                                              void *);
+
+LOOKAHEAD_INSTANTIATE(float)
+LOOKAHEAD_INSTANTIATE(double)
+LOOKAHEAD_INSTANTIATE(__half)
+LOOKAHEAD_INSTANTIATE(__nv_bfloat16)

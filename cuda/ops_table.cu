@@ -1,4 +1,5 @@
-/* ops_table.cu - the CUDA op tables for float32 and float64. */
+/* ops_table.cu - the CUDA op tables: float32, float64, and float16 and
+ * bfloat16 (compute role 16-bit; stats and master FP32; scalars FP64). */
 #include "ops_cuda.h"
 
 template <typename T> static constexpr ds_ops cuda_ops_table()
@@ -39,3 +40,5 @@ template <typename T> static constexpr ds_ops cuda_ops_table()
 
 extern "C" const ds_ops ds_cuda_ops_f32 = cuda_ops_table<float>();
 extern "C" const ds_ops ds_cuda_ops_f64 = cuda_ops_table<double>();
+extern "C" const ds_ops ds_cuda_ops_f16 = cuda_ops_table<__half>();
+extern "C" const ds_ops ds_cuda_ops_bf16 = cuda_ops_table<__nv_bfloat16>();

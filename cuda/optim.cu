@@ -7,8 +7,12 @@
  * clip factor, skip, step count, loss scale: the host never reads them
  * inside a step),
  * then one fused kernel updates every element, reading the decision from
- * device memory. Hyperparameters arrive by value, converted to T on the host
- * exactly as the CPU converts them. */
+ * device memory. Hyperparameters arrive by value, converted on the host
+ * exactly as the CPU converts them.
+ *
+ * Roles: g [n] is compute (T); p, v, m [n] are master, P = ds_master_t<T>
+ * (T for float and double, float for the 16-bit tables), and the update is
+ * computed in P; w [n] (compute, T) gets the updated p rounded once. */
 #include <cmath>
 
 #include "ops_cuda.h"
@@ -42,7 +46,7 @@ __global__ void sumsq_partial(size_t n, const T *__restrict__ x, double *__restr
     double s = 0;
     for (size_t i = blockIdx.x * (size_t)RED_BLOCK + threadIdx.x; i < n;
          i += (size_t)gridDim.x * RED_BLOCK)
-        s += (double)x[i] * (double)x[i];
+        s += (double)ds_wide(x[i]) * (double)ds_wide(x[i]);
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
         partials[blockIdx.x] = s;
@@ -70,77 +74,83 @@ __global__ void opt_decide(double max_norm, double scale_window, double *scal)
 __device__ inline float dev_sqrt(float x) { return sqrtf(x); }
 __device__ inline double dev_sqrt(double x) { return sqrt(x); }
 
-/* SGD hyperparameters in T, as the CPU rounds them. */
-template <typename T> struct sgd_args {
-    T lr, mu, wd;
+/* SGD hyperparameters in the master type P, as the CPU rounds them. */
+template <typename P> struct sgd_args {
+    P lr, mu, wd;
     int nesterov;
 };
 
-/* p, v [n] (v unused when mu is 0), g [n], scal [DS_OPT_SCALARS] after
- * opt_decide: torch.optim.SGD with momentum (dampening 0), the CPU's order. */
-template <typename T>
-__global__ void sgd_update(size_t n, sgd_args<T> h, T *__restrict__ p, const T *__restrict__ g,
-                           T *__restrict__ v, T *__restrict__ w, const double *__restrict__ scal)
+/* p, v [n] (master, P; v unused when mu is 0), g [n] (T), w [n] (T or NULL),
+ * scal [DS_OPT_SCALARS] after opt_decide: torch.optim.SGD with momentum
+ * (dampening 0), the CPU's order. */
+template <typename T, typename P>
+__global__ void sgd_update(size_t n, sgd_args<P> h, P *__restrict__ p, const T *__restrict__ g,
+                           P *__restrict__ v, T *__restrict__ w, const double *__restrict__ scal)
 {
     if (scal[DS_OPT_SKIPPED] != 0)
         return;
-    const T gain = (T)scal[DS_OPT_GAIN];
+    const P gain = (P)scal[DS_OPT_GAIN];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const T gc = gain == T(1) ? g[i] : g[i] * gain;
-        const T pi = p[i];
-        T d = gc + h.wd * pi;
-        if (h.mu != T(0)) {
-            const T vi = h.mu * v[i] + d;
+        const P gi = ds_wide(g[i]);
+        const P gc = gain == P(1) ? gi : gi * gain;
+        const P pi = p[i];
+        P d = gc + h.wd * pi;
+        if (h.mu != P(0)) {
+            const P vi = h.mu * v[i] + d;
             v[i] = vi;
             d = h.nesterov ? d + h.mu * vi : vi;
         }
-        p[i] = pi - h.lr * d;
+        const P pn = pi - h.lr * d;
+        p[i] = pn;
         if (w)
-            w[i] = p[i];
+            w[i] = ds_round<T>(pn);
     }
 }
 
-/* AdamW hyperparameters that do not depend on the step, in T as the CPU
- * rounds them; lr and the betas stay double for the bias corrections. */
-template <typename T> struct adamw_args {
-    T b1, b2, one_m_b1, one_m_b2, decay, eps, lr;
+/* AdamW hyperparameters that do not depend on the step, in the master type
+ * P as the CPU rounds them; lr and the betas stay double for the bias
+ * corrections. */
+template <typename P> struct adamw_args {
+    P b1, b2, one_m_b1, one_m_b2, decay, eps, lr;
     double beta1, beta2;
 };
 
-/* p, m, v [n], g [n], scal [DS_OPT_SCALARS] after opt_decide: torch.optim.AdamW
- * (amsgrad off), the step counted from 1 (scal[DS_OPT_STEPS] after the
- * increment). The bias corrections, which depend on the step in device
- * memory, are formed once per block in double and rounded to T as the CPU does. */
-template <typename T>
-__global__ void adamw_update(size_t n, adamw_args<T> h, T *__restrict__ p,
-                             const T *__restrict__ g, T *__restrict__ m, T *__restrict__ v,
+/* p, m, v [n] (master, P), g [n] (T), w [n] (T or NULL), scal
+ * [DS_OPT_SCALARS] after opt_decide: torch.optim.AdamW (amsgrad off), the
+ * step counted from 1 (scal[DS_OPT_STEPS] after the increment). The bias
+ * corrections, which depend on the step in device memory, are formed once
+ * per block in double and rounded to P as the CPU does. */
+template <typename T, typename P>
+__global__ void adamw_update(size_t n, adamw_args<P> h, P *__restrict__ p,
+                             const T *__restrict__ g, P *__restrict__ m, P *__restrict__ v,
                              T *__restrict__ w, const double *__restrict__ scal)
 {
-    __shared__ T corr[2];   /* step_size, sqrt of the second bias correction */
+    __shared__ P corr[2];   /* step_size, sqrt of the second bias correction */
     if (scal[DS_OPT_SKIPPED] != 0)
         return;   /* the same verdict for every thread: no one waits below */
     if (threadIdx.x == 0) {
         const double step = scal[DS_OPT_STEPS];
-        const T bc1 = (T)(1 - pow(h.beta1, step));
+        const P bc1 = (P)(1 - pow(h.beta1, step));
         corr[0] = h.lr / bc1;
-        corr[1] = (T)sqrt(1 - pow(h.beta2, step));
+        corr[1] = (P)sqrt(1 - pow(h.beta2, step));
     }
     __syncthreads();
-    const T step_size = corr[0], bc2_sqrt = corr[1];
-    const T gain = (T)scal[DS_OPT_GAIN];
+    const P step_size = corr[0], bc2_sqrt = corr[1];
+    const P gain = (P)scal[DS_OPT_GAIN];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const T gc = gain == T(1) ? g[i] : g[i] * gain;
-        T pi = p[i] * h.decay;
-        const T mi = h.b1 * m[i] + h.one_m_b1 * gc;
-        const T vi = h.b2 * v[i] + h.one_m_b2 * gc * gc;
+        const P gi = ds_wide(g[i]);
+        const P gc = gain == P(1) ? gi : gi * gain;
+        P pi = p[i] * h.decay;
+        const P mi = h.b1 * m[i] + h.one_m_b1 * gc;
+        const P vi = h.b2 * v[i] + h.one_m_b2 * gc * gc;
         m[i] = mi;
         v[i] = vi;
         pi -= step_size * mi / (dev_sqrt(vi) / bc2_sqrt + h.eps);
         p[i] = pi;
         if (w)
-            w[i] = pi;
+            w[i] = ds_round<T>(pi);
     }
 }
 
@@ -159,60 +169,63 @@ template <typename T> ds_status cuda_sumsq(ds_ctx *ctx, size_t n, const void *x,
     return DS_OK;
 }
 
-/* p, v [n] (master; v NULL when momentum is 0), g [n], scal [DS_OPT_SCALARS]
- * (scalar): one SGD update, decided on the device. */
+/* p, v [n] (master; v NULL when momentum is 0), g [n], w [n] (or NULL),
+ * scal [DS_OPT_SCALARS] (scalar): one SGD update, decided on the device. */
 template <typename T>
 ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p, const void *g,
                         void *v, void *w, void *scal)
 {
-    const sgd_args<T> a = {(T)h->lr, (T)h->momentum, (T)h->weight_decay, h->nesterov};
-    if (a.mu != T(0) && !v && n > 0)
+    typedef ds_master_t<T> P;
+    const sgd_args<P> a = {(P)h->lr, (P)h->momentum, (P)h->weight_decay, h->nesterov};
+    if (a.mu != P(0) && !v && n > 0)
         return DS_FAIL(DS_ERR_ARG, "sgd_step: momentum %g needs a velocity buffer",
                        h->momentum);
     if (!h->decided) {
         opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
         DS_LAUNCHED();
     }
-    sgd_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, a, (T *)p, (const T *)g, (T *)v, (T *)w, (const double *)scal);
+    sgd_update<T, P><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, a, (P *)p, (const T *)g, (P *)v, (T *)w, (const double *)scal);
     DS_LAUNCHED();
     return DS_OK;
 }
 
-/* p, m, v [n] (master), g [n], scal [DS_OPT_SCALARS] (scalar): one AdamW
- * update, decided on the device. */
+/* p, m, v [n] (master), g [n], w [n] (or NULL), scal [DS_OPT_SCALARS]
+ * (scalar): one AdamW update, decided on the device. */
 template <typename T>
 ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
                           const void *g, void *m, void *v, void *w, void *scal)
 {
-    adamw_args<T> a;
-    a.b1 = (T)h->beta1;
-    a.b2 = (T)h->beta2;
+    typedef ds_master_t<T> P;
+    adamw_args<P> a;
+    a.b1 = (P)h->beta1;
+    a.b2 = (P)h->beta2;
     /* 1 - beta in double: 1 - (float)0.999 is off by 1.3e-5 relative */
-    a.one_m_b1 = (T)(1 - h->beta1);
-    a.one_m_b2 = (T)(1 - h->beta2);
-    a.decay = (T)(1 - h->lr * h->weight_decay);
-    a.eps = (T)h->eps;
-    a.lr = (T)h->lr;
+    a.one_m_b1 = (P)(1 - h->beta1);
+    a.one_m_b2 = (P)(1 - h->beta2);
+    a.decay = (P)(1 - h->lr * h->weight_decay);
+    a.eps = (P)h->eps;
+    a.lr = (P)h->lr;
     a.beta1 = h->beta1;
     a.beta2 = h->beta2;
     if (!h->decided) {
         opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
         DS_LAUNCHED();
     }
-    adamw_update<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, a, (T *)p, (const T *)g, (T *)m, (T *)v, (T *)w, (const double *)scal);
+    adamw_update<T, P><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, a, (P *)p, (const T *)g, (P *)m, (P *)v, (T *)w, (const double *)scal);
     DS_LAUNCHED();
     return DS_OK;
 }
 
-template ds_status cuda_sumsq<float>(ds_ctx *, size_t, const void *, void *);
-template ds_status cuda_sumsq<double>(ds_ctx *, size_t, const void *, void *);
-template ds_status cuda_sgd_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                        const void *, void *, void *, void *);
-template ds_status cuda_sgd_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                         const void *, void *, void *, void *);
-template ds_status cuda_adamw_step<float>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
+#define OPTIM_INSTANTIATE(T)                                                                  \
+    template ds_status cuda_sumsq<T>(ds_ctx *, size_t, const void *, void *);                  \
+    template ds_status cuda_sgd_step<T>(ds_ctx *, size_t, const ds_opt_hparams *, void *,      \
+                                        const void *, void *, void *, void *);                 \
+    template ds_status cuda_adamw_step<T>(ds_ctx *, size_t, const ds_opt_hparams *, void *,    \
                                           const void *, void *, void *, void *, void *);
-template ds_status cuda_adamw_step<double>(ds_ctx *, size_t, const ds_opt_hparams *, void *,
-                                           const void *, void *, void *, void *, void *);
+
+OPTIM_INSTANTIATE(float)
+OPTIM_INSTANTIATE(double)
+OPTIM_INSTANTIATE(__half)
+OPTIM_INSTANTIATE(__nv_bfloat16)

@@ -20,9 +20,20 @@
  * as bad parameters, so a length outside [1, t] reaches cuDNN clamped into
  * it; our kernels mask with the true lengths, and since dy_cat is zero past
  * the true length, an utterance of length 0 run as length 1 adds nothing to
- * dw, and its dx is zeroed as padding. */
+ * dw, and its dx is zeroed as padding.
+ *
+ * The 16-bit tables: x, y, w, the weight gradient and dx in FP16 or BF16,
+ * mathPrec FP32, tensor-op math. cuDNN may keep each step's hidden state
+ * (and the gates in the reserve) in the data type: that rounding happens
+ * inside its calls, once per step, and is cuDNN's. Of our kernels, the sum
+ * of the directions widens, adds in float and rounds once; the others copy
+ * or zero.
+ * BF16 recurrent layers need cuDNN 9.13 or later (earlier releases take no
+ * BF16 RNN data) on compute capability 8.0 or later: rnn_plan refuses them
+ * otherwise, saying so. */
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "ops_cuda.h"
 
@@ -46,15 +57,13 @@ struct ds_rnn_plan {
     size_t work_cat, reserve_cat;        /* elements of T: where dy_cat / y_cat start */
     size_t work_len;                     /* elements of T: where the int32 lengths start */
     int *lens;                           /* host [max_n]: lengths as cuDNN gets them */
-    float zero_f;                        /* paddingFill of the data descriptors */
-    double zero_d;
+    double zero;                         /* paddingFill of the data descriptors: all bytes
+                                          * 0, which is 0 read as any of the four types */
 };
 
-/* The host zero of type T that pads cuDNN's outputs (paddingFill). */
-template <typename T> static void *rnn_fill(ds_rnn_plan *p)
-{
-    return sizeof(T) == sizeof(float) ? (void *)&p->zero_f : (void *)&p->zero_d;
-}
+/* The host zero that pads cuDNN's outputs (paddingFill, read as the data
+ * type of the descriptor). */
+static void *rnn_fill(ds_rnn_plan *p) { return &p->zero; }
 
 /* ---- kernels (grid-stride over the elements of a [t][n][width] tensor) ---- */
 
@@ -69,14 +78,14 @@ __global__ void rnn_sum_dirs(size_t total, int n, int h, int dirs, const int *le
         const size_t row = e / h;                 /* s*n + i */
         const size_t j = e - row * h;
         const int s = (int)(row / n), i = (int)(row % n);
-        T v = 0;
+        ds_math_t<T> v = 0;
         if (s < len[i]) {
             const T *src = ycat + row * dirs * h + j;
-            v = src[0];
+            v = ds_wide(src[0]);
             if (dirs == 2)
-                v += src[h];   /* forward + reverse, the CPU's order */
+                v += ds_wide(src[h]);   /* forward + reverse, the CPU's order */
         }
-        y[e] = v;
+        y[e] = ds_round<T>(v);
     }
 }
 
@@ -91,7 +100,7 @@ __global__ void rnn_split_dy(size_t total, int n, int h, int dirs, const int *le
         const size_t row = e / h;
         const size_t j = e - row * h;
         const int s = (int)(row / n), i = (int)(row % n);
-        const T v = s < len[i] ? dy[e] : T(0);
+        const T v = s < len[i] ? dy[e] : ds_round<T>(0);
         T *dst = dycat + row * dirs * h + j;
         dst[0] = v;
         if (dirs == 2)
@@ -108,7 +117,7 @@ __global__ void rnn_zero_padding(size_t total, int n, int w, const int *len, T *
         const size_t row = e / w;
         const int s = (int)(row / n), i = (int)(row % n);
         if (s >= len[i])
-            dx[e] = 0;
+            dx[e] = ds_round<T>(0);
     }
 }
 
@@ -159,7 +168,7 @@ static cudnnRNNMode_t rnn_mode(ds_cell c)
 template <typename T> static ds_status rnn_describe(ds_ctx *c, ds_rnn_plan *p)
 {
     const ds_rnn_desc *d = &p->d;
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     DS_CUDNN(cudnnCreateRNNDescriptor(&p->rnn));
     DS_CUDNN(cudnnCreateDropoutDescriptor(&p->drop));
     DS_CUDNN(cudnnCreateRNNDataDescriptor(&p->xd));
@@ -171,7 +180,8 @@ template <typename T> static ds_status rnn_describe(ds_ctx *c, ds_rnn_plan *p)
     DS_CUDNN(cudnnSetDropoutDescriptor(p->drop, c->dnn, 0.0f, nullptr, 0, 0));
     DS_CUDNN(cudnnSetRNNDescriptor_v8(
         p->rnn, CUDNN_RNN_ALGO_STANDARD, rnn_mode(d->cell), CUDNN_RNN_DOUBLE_BIAS,
-        d->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dt, dt,
+        d->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dt,
+        ds_dtype_traits<T>::cudnn_compute,
         ds_cudnn_math<T>(c), d->in, d->hidden, d->hidden /* no projection */, 1, p->drop,
         CUDNN_RNN_PADDED_IO_ENABLED));
     return DS_OK;
@@ -224,7 +234,7 @@ static ds_status rnn_gate(ds_ctx *c, const ds_rnn_plan *p, const char *ws, int d
                           size_t *b_at)
 {
     const ds_rnn_desc *d = &p->d;
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     const int cols = id < p->gates ? d->in : d->hidden;
     void *ma = nullptr, *ba = nullptr;
     DS_CUDNN(cudnnGetRNNWeightParams(c->dnn, p->rnn, dir, p->weight_bytes, ws, id, md, &ma, bd,
@@ -328,7 +338,7 @@ template <typename T> static ds_status rnn_offsets(ds_ctx *c, const ds_rnn_plan 
 template <typename T> static ds_status rnn_sizes(ds_ctx *c, ds_rnn_plan *p, ds_rnn_layout *lay)
 {
     const ds_rnn_desc *d = &p->d;
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     DS_CUDNN(cudnnGetRNNWeightSpaceSize(c->dnn, p->rnn, &p->weight_bytes));
     if (p->weight_bytes == 0 || p->weight_bytes % sizeof(T))
         return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN's weight space of %zu bytes is not a "
@@ -336,7 +346,7 @@ template <typename T> static ds_status rnn_sizes(ds_ctx *c, ds_rnn_plan *p, ds_r
     for (int i = 0; i < d->max_n; i++)
         p->lens[i] = d->max_t;
     DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
-                                       d->max_t, d->max_n, d->in, p->lens, rnn_fill<T>(p)));
+                                       d->max_t, d->max_n, d->in, p->lens, rnn_fill(p)));
     DS_CUDNN(cudnnGetRNNTempSpaceSizes(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, p->xd,
                                        &p->work_bytes, &p->reserve_bytes));
     const size_t cat = (size_t)d->max_t * d->max_n * d->dirs * d->hidden;
@@ -369,6 +379,26 @@ template <typename T> void cuda_rnn_plan_destroy(ds_ctx *, ds_rnn_plan *p)
     free(p);
 }
 
+/* BF16 recurrent layers: cuDNN took BF16 RNN data first in 9.13, and only
+ * on compute capability 8.0 and later; refused with a message otherwise
+ * (compiled against, and found at run time). Other types: nothing to check. */
+template <typename T> static ds_status rnn_check_dtype(ds_ctx *c, const ds_rnn_desc *d)
+{
+    if (!std::is_same_v<T, __nv_bfloat16>)
+        return DS_OK;
+    const size_t need = 91300, have = cudnnGetVersion();
+    int major = 0;
+    DS_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device));
+    if (CUDNN_VERSION < need || have < need || major < 8)
+        return DS_FAIL(DS_ERR_UNSUPPORTED,
+                       "bfloat16 %s layers need cuDNN 9.13 or later on a GPU of compute "
+                       "capability 8.0 or later; this is cuDNN %zu.%zu.%zu (built against "
+                       "%d.%d.%d) on compute capability %d.x: use --precision fp16 or fp32",
+                       rnn_cell_name(d->cell), have / 10000, have % 10000 / 100, have % 100,
+                       CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL, major);
+    return DS_OK;
+}
+
 template <typename T>
 ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
                         ds_rnn_layout *layout)
@@ -376,6 +406,7 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     *plan = nullptr;
     DS_TRY(rnn_check_desc(d));
     DS_CUDA(cudaSetDevice(c->device));   /* the temporary weight space goes there */
+    DS_TRY(rnn_check_dtype<T>(c, d));
     ds_rnn_plan *p = (ds_rnn_plan *)calloc(1, sizeof *p);
     if (!p)
         return DS_FAIL(DS_ERR_MEM, "rnn plan");
@@ -423,7 +454,7 @@ template <typename T>
 static ds_status rnn_setup(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_host,
                            const int *len, void *work, rnn_call *call)
 {
-    const cudnnDataType_t dt = ds_cudnn_type<T>::v;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     const ds_rnn_desc *d = &p->d;
     bool clamped = false;
     for (int i = 0; i < n; i++) {
@@ -431,7 +462,7 @@ static ds_status rnn_setup(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *l
         clamped |= k != l;
         p->lens[i] = k;
     }
-    void *fill = rnn_fill<T>(p);
+    void *fill = rnn_fill(p);
     DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
                                        d->in, p->lens, fill));
     DS_CUDNN(cudnnSetRNNDataDescriptor(p->yd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
@@ -529,3 +560,5 @@ ds_status cuda_rnn_bwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_h
 
 RNN_INSTANTIATE(float)
 RNN_INSTANTIATE(double)
+RNN_INSTANTIATE(__half)
+RNN_INSTANTIATE(__nv_bfloat16)

@@ -7,10 +7,10 @@ file(GLOB PARITY_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/parity/*.c)
 add_executable(parity_ops ${PARITY_SOURCES})
 target_link_libraries(parity_ops PRIVATE dstrain_core)
 
-# float16/bfloat16: the CPU's emulated tables (ops_half.inc); the CUDA
-# backend has no 16-bit tables yet.
+# float16/bfloat16: the CPU's emulated tables (ops_half.inc) and the CUDA
+# backend's 16-bit tables (cuda/README.md), each against cpu float64.
 set(PARITY_DTYPES_cpu float32 float64 float16 bfloat16)
-set(PARITY_DTYPES_cuda float32 float64)
+set(PARITY_DTYPES_cuda float32 float64 float16 bfloat16)
 foreach(backend cpu cuda)
   foreach(dtype ${PARITY_DTYPES_${backend}})
     add_test(NAME parity_${backend}_${dtype} COMMAND parity_ops ${backend} ${dtype})

@@ -42,7 +42,7 @@ int ds_cli_version(void)
             break;
         }
     printf("dstrain %s (%s, %s)\n", DSTRAIN_VERSION, DSTRAIN_BUILD_TYPE, DSTRAIN_C_COMPILER);
-    printf("backends: cpu (float32, float64)%s\n",
+    printf("backends: cpu (float32, float64; float16, bfloat16 emulated)%s\n",
            ds_backend_get("cuda") ? ", cuda (float32, float64, float16, bfloat16)" : "; cuda not built");
     printf("blas:     %s\n", openblas_get_config());
     printf("hdf5:     %u.%u.%u\n", maj, min, rel);
