@@ -31,7 +31,7 @@ static void train_usage(FILE *f)
         "  --device cpu|cuda     backend (default cpu)\n"
         "  --precision P         fp32 | fp16 | bf16 | fp64 (default fp32); fp16 and bf16 keep\n"
         "                        FP32 master weights and BatchNorm; on the cpu they are emulated\n"
-        "                        (16-bit storage, FP32 arithmetic); the cuda backend lacks them\n"
+        "                        (16-bit storage, FP32 arithmetic)\n"
         "  --deterministic       only algorithms that give the same bits run to run (cuda: cuDNN\n"
         "                        convolution algorithms; the cpu always is)\n"
         "  --tf32                let fp32 matrix products and convolutions use TF32 tensor cores\n"
