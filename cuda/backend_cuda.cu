@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "cuda_ctx.h"   /* first of the CUDA headers: see dtype_traits.cuh */
+#include "ops_cuda.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -399,6 +400,7 @@ extern "C" const ds_backend ds_cuda_backend = {
     .to_host_async = cuda_to_host_async,
     .from_host = cuda_from_host,
     .copy = cuda_copy,
+    .convert = cuda_convert,
     .sync = cuda_sync,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

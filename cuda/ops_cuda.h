@@ -103,6 +103,9 @@ ds_status cuda_argmax(ds_ctx *, int t, int n, int c, const void *logits, int *be
 template <typename T>
 ds_status cuda_loss_total(ds_ctx *, int n, double norm, const void *loss, void *out);
 
+/* convert.cu: dst [n] of dt = src [n] of st, rounded once (ds_backend.convert) */
+ds_status cuda_convert(ds_ctx *, ds_dtype dt, void *dst, ds_dtype st, const void *src, size_t n);
+
 /* optim.cu (one fused kernel per update; deterministic reductions) */
 template <typename T> ds_status cuda_sumsq(ds_ctx *, size_t n, const void *x, void *scal);
 template <typename T>

@@ -55,7 +55,8 @@ typedef struct {
     ds_transport base;
     ds_transport_cfg c;
     ds_nccl nccl;
-    ncclDataType_t type;
+    ncclDataType_t type;               /* of the wire */
+    void *wire;                        /* [bucket_elems] of c.wire (--reduce-dtype), or NULL */
     ds_ctx *comm_ctx;                  /* the communication stream's context */
     cudaStream_t comm, compute;
     ds_event *grads_done;              /* comm: after the step's last bucket */
@@ -154,14 +155,20 @@ static ds_status queue_bucket(nccl_transport *t, int k, size_t lo, size_t hi, ds
                               const char *what)
 {
     step_clock *clk = &t->clock[t->steps % 2];
-    void *p = ds_elem(t->c.grads, t->c.dt, lo);
-    DS_TRY(t->c.be->event_wait(t->comm_ctx, ready));
+    const ds_backend *be = t->c.be;
+    void *p = ds_elem(t->c.grads, t->c.dt, lo), *sum = t->wire ? t->wire : p;
+    DS_TRY(be->event_wait(t->comm_ctx, ready));
+    /* --reduce-dtype: summed in the wire's dtype; one buffer serves every
+     * bucket, as the communication stream runs them in turn */
+    if (t->wire)
+        DS_TRY(be->convert(t->comm_ctx, t->c.wire, sum, t->c.dt, p, hi - lo));
     DS_TRY(ds_op_watch_start(t->watch, what));
     CUDA_TRY(cudaEventRecord(clk->start[k], t->comm));
-    DS_TRY(DS_NCCL(&t->nccl, ncclAllReduce(p, p, hi - lo, t->type, ncclSum, t->nccl.comm, t->comm),
+    DS_TRY(DS_NCCL(&t->nccl, ncclAllReduce(sum, sum, hi - lo, t->type, ncclSum, t->nccl.comm, t->comm),
                    what));
     CUDA_TRY(cudaEventRecord(clk->end[k], t->comm));
-    return ds_op_watch_end(t->watch);
+    DS_TRY(ds_op_watch_end(t->watch));
+    return t->wire ? be->convert(t->comm_ctx, t->c.dt, p, t->c.wire, sum, hi - lo) : DS_OK;
 }
 
 static ds_status nccl_bucket_ready(ds_transport *base, int k, size_t lo, size_t hi, ds_event *ready)
@@ -262,6 +269,8 @@ static void nccl_destroy(ds_transport *base)
         be->event_destroy(t->comm_ctx, t->sum_done);
     if (t->sum_ready)
         be->event_destroy(t->c.ctx, t->sum_ready);
+    if (t->wire)
+        be->release(t->comm_ctx, t->wire);
     if (t->comm_ctx)
         be->ctx_destroy(t->comm_ctx);
     free(t);
@@ -317,6 +326,8 @@ static ds_status open_parts(nccl_transport *t)
     DS_TRY(be->event_create(t->comm_ctx, &t->grads_done));
     DS_TRY(be->event_create(t->comm_ctx, &t->sum_done));
     DS_TRY(be->event_create(c->ctx, &t->sum_ready));
+    if (c->wire != c->dt)
+        DS_TRY(be->alloc(t->comm_ctx, c->wire, c->bucket_elems, &t->wire));
     CUDA_TRY(cudaSetDevice(c->device));
     for (int i = 0; i < 2; i++)
         DS_TRY(open_clock(&t->clock[i], t->nb));
@@ -335,14 +346,11 @@ ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--allreduce nccl needs the CUDA backend (--device cuda), "
                        "and this run is on the %s backend: use --device cuda, or --allreduce mpi",
                        c->be->name);
-    if (c->wire != c->dt)   /* the cast would be a device kernel the seam does not have yet */
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "--reduce-dtype %s with --allreduce nccl and %s gradients: "
-                       "not built yet; use --allreduce mpi, or leave --reduce-dtype out",
-                       ds_dtype_name(c->wire), ds_dtype_name(c->dt));
-    ncclDataType_t type;
-    if (!nccl_type(c->dt, &type) || c->bucket_elems < 1 || c->n < 1)
-        return DS_FAIL(DS_ERR_ARG, "NCCL gradient reduction: dtype %s, %zu elements in buckets of %zu",
-                       ds_dtype_name(c->dt), c->n, c->bucket_elems);
+    ncclDataType_t type, grads;
+    if (!nccl_type(c->dt, &grads) || !nccl_type(c->wire, &type) || c->bucket_elems < 1 || c->n < 1)
+        return DS_FAIL(DS_ERR_ARG, "NCCL gradient reduction: dtype %s summed as %s, %zu elements in "
+                       "buckets of %zu", ds_dtype_name(c->dt), ds_dtype_name(c->wire), c->n,
+                       c->bucket_elems);
     nccl_transport *t = calloc(1, sizeof *t);
     if (!t)
         return DS_FAIL(DS_ERR_MEM, "NCCL transport");

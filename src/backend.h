@@ -319,6 +319,10 @@ typedef struct ds_backend {
     /* Queued; host may be reused when the call returns. */
     ds_status (*from_host)(ds_ctx *, ds_dtype t, size_t count, const void *host, void *dst);
     ds_status (*copy)(ds_ctx *, ds_dtype t, size_t count, const void *src, void *dst);
+    /* Queued: dst [count] of dt = src [count] of st, each element rounded once
+     * to nearest even (F32, F64, F16, BF16); dst and src do not overlap. */
+    ds_status (*convert)(ds_ctx *, ds_dtype dt, void *dst, ds_dtype st, const void *src,
+                         size_t count);
     /* Blocking: waits for everything queued on the context. */
     ds_status (*sync)(ds_ctx *);
     /* Events: record marks the work queued so far on a context; wait makes

@@ -5,7 +5,7 @@
 # is built in (DS_HAVE_CUDA_BACKEND), or without a GPU, each prints
 # "skipped: ..." and exits 77, which ctest reports as skipped.
 set(DSTRAIN_BACKEND_TESTS test_ops_rnn test_ops_conv_bn test_ops_dense test_ctc test_optim
-    test_gradcheck_model test_checkpoint test_overfit test_step_alloc)
+    test_gradcheck_model test_checkpoint test_overfit test_step_alloc test_convert)
 
 function(backend_tests backend)
   foreach(name ${DSTRAIN_BACKEND_TESTS})

@@ -6,6 +6,7 @@
 # with the CPU in FP32 as the tested side, so CI without a GPU exercises the
 # comparison itself.
 # gpu_out_of_memory: a batch no GPU holds fails cleanly, naming the limits.
+# fp16_small_gpu: the small preset 300 steps in fp16 and bf16 within 5% of fp32.
 # data_parallel_gpu: the 1/2/4-rank FP64 equivalence of tests/mpi with every
 # rank on one GPU (the MPI transport's staged path; NCCL refuses shared GPUs).
 # Without a CUDA device (backend not built, or none visible) the cuda ones
@@ -30,6 +31,10 @@ if(DSTRAIN_HAVE_CUDA)
                        model_gpu_vs_cpu_bf16 gpu_out_of_memory PROPERTIES
                        TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+  add_test(NAME fp16_small_gpu
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/fp16_small.sh $<TARGET_FILE:dstrain>
+                   ${CMAKE_CURRENT_BINARY_DIR}/fp16_small_gpu)
+  set_tests_properties(fp16_small_gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda)
   add_test(NAME data_parallel_gpu
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_data_parallel.sh $<TARGET_FILE:dstrain>
                    ${CMAKE_CURRENT_BINARY_DIR}/data_parallel_gpu cuda)

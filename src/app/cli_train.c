@@ -60,7 +60,7 @@ static void train_usage(FILE *f)
         "  --allreduce mpi|nccl  gradient reduction (default mpi; nccl: --device cuda, one GPU per rank)\n"
         "  --bucket-mb M         gradient bucket size in MiB, reduced as backward finishes it (25)\n"
         "  --reduce-dtype P      fp32 | fp16 | bf16 | fp64: sum gradients across ranks in this\n"
-        "                        type (default: the --precision's; mpi only for now)\n"
+        "                        type (default: the --precision's)\n"
         "  --check-sync K        compare parameter checksums across ranks every K steps (0: off)\n"
         "  --local-bn            BatchNorm statistics per rank instead of synchronised\n"
         "  --timeout S           end the job when a rank waits on others for S seconds (300)\n"

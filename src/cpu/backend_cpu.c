@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../convert.h"
 #include "cpu_ctx.h"
 
 char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
@@ -120,6 +121,13 @@ static ds_status cpu_copy(ds_ctx *c, ds_dtype t, size_t count, const void *src, 
     return DS_OK;
 }
 
+static ds_status cpu_convert(ds_ctx *c, ds_dtype dt, void *dst, ds_dtype st, const void *src,
+                             size_t count)
+{
+    (void)c;
+    return ds_convert(dt, dst, st, src, count);
+}
+
 static ds_status cpu_to_host(ds_ctx *c, ds_dtype t, size_t count, const void *src, void *host)
 {
     atomic_fetch_add(&counts.to_host, 1);
@@ -198,6 +206,7 @@ const ds_backend ds_cpu_backend = {
     .to_host_async = cpu_copy,
     .from_host = cpu_copy,
     .copy = cpu_copy,
+    .convert = cpu_convert,
     .sync = cpu_sync,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
