@@ -129,8 +129,11 @@ void ds_optim_destroy(ds_optim *o)
     free(o);
 }
 
-ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, double lr)
+ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, double lr)
 {
+    if (groups != o->groups)   /* a group left out would keep its gradients and never move */
+        return DS_FAIL(DS_ERR_ARG, "optimizer made for %d groups of parameters, given %d", o->groups,
+                       groups);
     const ds_optim_cfg *c = &o->cfg;
     ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
                         .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,

@@ -59,11 +59,12 @@ typedef struct {
                           * writes (16-bit runs); NULL: params are the working copy */
 } ds_optim_bufs;
 
-/* Queues one update of every group (b [groups]) at learning rate lr: the
+/* Queues one update of every group (b [groups], groups as many as the
+ * optimizer was made for: a mismatch is an error) at learning rate lr: the
  * global gradient norm over all groups, clipping to max_grad_norm, the skip
  * on a non-finite norm and the loss scale are decided on the backend, from
  * backend memory; the host does not wait. */
-ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, double lr);
+ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, double lr);
 
 typedef struct {
     double grad_norm;     /* before clipping, unscaled */

@@ -138,6 +138,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     *timeout = 300;
     long steps = -1;   /* -1: not given */
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
+    int have_window = 0;
     ds_dtype reduce_dtype = DS_F32;
     int have_reduce = 0;
     optind = 1;
@@ -189,7 +190,10 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
             else
                 bad = num("loss-scale", optarg, 1, 1e30, &loss_scale);
             break;
-        case O_SCALE_WINDOW: bad = num("loss-scale-window", optarg, 1, 1e12, &window); break;
+        case O_SCALE_WINDOW:
+            bad = num("loss-scale-window", optarg, 1, 1e12, &window);
+            have_window = 1;
+            break;
         case O_LOG: o->log_path = optarg; break;
         case O_PRINT: bad = num("print-every", optarg, 0, 1e12, &v); o->print_every = (int)v; break;
         case O_HELP: train_usage(stdout); exit(0);
@@ -220,6 +224,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
     if (loss_scale < 0)
         loss_scale = o->precision == DS_F16 ? 0 : 1;
+    if (have_window && loss_scale > 0) {
+        fprintf(stderr, "dstrain train: --loss-scale-window applies to a dynamic scale; this run's is "
+                        "%g (add --loss-scale dynamic, or leave the window out)\n", loss_scale);
+        return 2;
+    }
     o->optim.loss_scale = loss_scale > 0 ? loss_scale : 65536;
     o->optim.loss_scale_window = loss_scale > 0 ? 0 : (long)window;
     /* synthetic runs default to 100 steps; data runs to --epochs (1) */

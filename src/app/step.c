@@ -12,6 +12,7 @@ struct ds_stepper {
     ds_model *m;
     ds_optim *o;
     ds_optim_bufs groups[2];        /* what the optimizer updates (ds_model_optim_bufs) */
+    int n_groups;
     ds_dist d;
     const ds_backend *be;
     ds_ctx *ctx;
@@ -38,7 +39,7 @@ ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepp
         return DS_FAIL(DS_ERR_MEM, "stepper");
     *s = (ds_stepper){.m = m, .o = o, .d = d ? *d : (ds_dist){0}, .ctx = ds_model_ctx(m)};
     s->be = ds_model_backend(m);
-    ds_model_optim_bufs(m, s->groups);
+    s->n_groups = ds_model_optim_bufs(m, s->groups);
     ds_model_set_loss_scale(m, ds_optim_loss_scale(o));   /* decided on the backend, step by step */
     ds_status st = s->be->host_alloc(s->ctx, SLOTS * SLOT_DOUBLES * sizeof(double), (void **)&s->host);
     for (int k = 0; st == DS_OK && k < SLOTS; k++)
@@ -109,7 +110,7 @@ static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_redu
     if (red)
         PHASE(s, "reduction", reduce_rest(s, red, t));
     /* grads are summed over ranks: the norm, clip and skip are global */
-    PHASE(s, "optimizer", ds_optim_update(s->o, s->groups, lr));
+    PHASE(s, "optimizer", ds_optim_update(s->o, s->groups, s->n_groups, lr));
     return DS_OK;
 }
 

@@ -15,6 +15,8 @@ char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
 
 struct ds_event { int recorded; };
 
+static void note_in_use(long delta);
+
 /* Process-wide: every context of this backend together. */
 static struct {
     atomic_long allocs, to_host;
@@ -40,21 +42,27 @@ static void cpu_ctx_destroy(ds_ctx *c)
 {
     if (!c)
         return;
-    for (int k = 0; k < DS_CPU_SCRATCH_SLOTS; k++)
+    for (int k = 0; k < DS_CPU_SCRATCH_SLOTS; k++) {
         free(c->scratch[k]);
+        note_in_use(-(long)(c->scratch_cap[k] * sizeof(float)));
+    }
     free(c);
 }
 
+/* Growth is an allocation like any other: counted, and in the memory in use. */
 float *ds_cpu_scratch(ds_ctx *c, int k, size_t count)
 {
     if (count <= c->scratch_cap[k])
         return c->scratch[k];
-    float *p = aligned_alloc(DS_ALIGN_BYTES, round_up(count * sizeof *p));
+    const size_t bytes = round_up(count * sizeof(float));
+    float *p = aligned_alloc(DS_ALIGN_BYTES, bytes);
     if (!p)
         return NULL;
     free(c->scratch[k]);
+    note_in_use((long)bytes - (long)(c->scratch_cap[k] * sizeof(float)));
+    atomic_fetch_add(&counts.allocs, 1);
     c->scratch[k] = p;
-    c->scratch_cap[k] = round_up(count * sizeof *p) / sizeof *p;
+    c->scratch_cap[k] = bytes / sizeof(float);
     return p;
 }
 

@@ -112,7 +112,7 @@ static ds_status run_ours(ds_dtype dt, const optim_case *c, double *params, doub
     for (int s = 0; s < c->k; s++) {
         DS_TRY_GOTO(st, t_put_real(be, ctx, dt, n, c->grads + s * n, g), out);
         DS_TRY_GOTO(st, t_get_real(be, ctx, dt, n, g, sent), out);   /* as rounded to dt */
-        DS_TRY_GOTO(st, ds_optim_update(o, &(ds_optim_bufs){p, g, NULL}, c->lr[s]), out);
+        DS_TRY_GOTO(st, ds_optim_update(o, &(ds_optim_bufs){p, g, NULL}, 1, c->lr[s]), out);
         DS_TRY_GOTO(st, ds_optim_read(o, &os), out);
         norms[s] = os.grad_norm;
         clips[s] = os.clip;

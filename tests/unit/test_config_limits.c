@@ -259,8 +259,8 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     if (st == DS_OK) st = ds_model_loss(m, 1);
     if (st == DS_OK) st = ds_model_backward(m);
     ds_optim_bufs groups[2];
-    ds_model_optim_bufs(m, groups);
-    if (st == DS_OK) st = ds_optim_update(o, groups, oc.lr);
+    const int n_groups = ds_model_optim_bufs(m, groups);
+    if (st == DS_OK) st = ds_optim_update(o, groups, n_groups, oc.lr);
     be->counters(ctx, &c1);
     if (st == DS_OK) st = ds_model_read_loss(m, &loss, NULL);
     if (st == DS_OK) st = ds_optim_read(o, &os);

@@ -4,7 +4,8 @@
  * of each source type plus the hard ones (signed zeros, infinities, NaN,
  * subnormals of each 16-bit type, the largest finite values, and ties
  * halfway between two 16-bit neighbours, which round to the even one).
- * usage: test_convert [BACKEND]   (cpu by default; cuda skips without a GPU) */
+ * usage: test_convert [BACKEND]   (ctest runs it as test_convert_cuda, which
+ * skips without a GPU; on the cpu the backend's convert is ds_convert itself) */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

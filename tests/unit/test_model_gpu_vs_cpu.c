@@ -45,18 +45,20 @@
  *  - FP16 and BF16 (u = 2^-11 and 2^-8, the unit roundoff): every stored
  *    tensor is rounded at u, the input features included; the loss and
  *    logits within 8u (measured on the CPU's emulation: loss 3e-5 and
- *    1e-4, logits 2.2u and 2.7u); gradients and statistics within 128u,
- *    since a gradient that is a sum over every position of a batch cancels:
- *    BatchNorm's bias gradient in the first conv layer sums 5 x 96 x 16 =
- *    7,680 terms whose result is far smaller than their magnitudes (the
- *    worst tensor measured: 51u in fp16, 38u in bf16, that one). A GPU's
+ *    1e-4, logits 2.2u and 2.7u); gradients and statistics within 32u
+ *    (measured: at most 21u and 18u). BatchNorm's parameter gradients are
+ *    sums over every position of the batch that cancel: the first conv
+ *    layer's bias gradient sums 5 x 96 x 16 = 7,680 terms whose result is
+ *    far smaller than their magnitudes, so its relative error is larger
+ *    (measured: 51u in fp16, 38u in bf16); those get 128u. A GPU's
  *    libraries also round inside a call (cuDNN's RNN stores every step's
  *    state in 16 bits): the margin is for that, and is not yet measured.
  *    FP16 runs with a static loss scale of 1024, as training would, divided
  *    out on the host. After 20 steps 16-bit runs drift apart (conv weights,
- *    which move by about their own size, differ by up to 69%): a precision
- *    bound on the parameters does not exist there, so the last batch's loss
- *    is compared instead, within 25%, and the parameters are printed.
+ *    which move by about their own size, differ by up to 69%): no precision
+ *    bound holds for the parameters there. What must agree is the training:
+ *    how far the loss fell from the first step to the last, within 10% of
+ *    the reference's fall; the parameters are printed, not compared.
  */
 #include <math.h>
 #include <stdint.h>
@@ -105,6 +107,7 @@ enum { N_UTT = 5, FRAMES = 96, STEPS = 20 };
 static const ds_backend *be_test, *be_ref;
 static ds_dtype dt_test;
 static double tol_out, tol_batch, tol_steps;   /* loss and logits; gradients and stats; steps */
+static double tol_cancel;                       /* BatchNorm's parameter gradients */
 static int half_test;                           /* a 16-bit tested side */
 
 /* One side of the comparison: a model and its optimizer on one backend. */
@@ -231,7 +234,9 @@ static void compare_tensors(const char *cn, const ds_model *m, int stats, const 
                     "  (* true value 0: vs ||grad weight||)");
             continue;
         }
-        verdict(cn, what, t->count, t_rel_err(a + t->offset, b + t->offset, t->count), tol, "");
+        const int cancels = grads && strstr(t->name, ".bn.") && tol_cancel > tol;
+        verdict(cn, what, t->count, t_rel_err(a + t->offset, b + t->offset, t->count),
+                cancels ? tol_cancel : tol, cancels ? "  (a cancelling sum: see the header)" : "");
     }
 }
 
@@ -387,16 +392,17 @@ static void check_case(const mc_case *c, int ci)
     T_OK_CASE(ds_model_put(tst.m, DS_BN_STATS, h));
     ds_rng brng;
     ds_rng_seed(&brng, 2000 + ci);
-    double first = 0, last = 0, norm_err = 0;
+    double first = 0, last = 0, norm_err = 0, loss0_ref = 0, loss0_tst = 0;
     for (int s = 0; s < STEPS; s++) {
         T_OK_CASE(ds_synthetic_batch(&brng, &cfg, N_UTT, FRAMES, &b));
         T_OK_CASE(side_pass(&ref, &b, &lr, NULL));
         T_OK_CASE(side_pass(&tst, &b, &lt, NULL));
+        if (s == 0)
+            loss0_ref = lr.loss, loss0_tst = lt.loss;
         ds_optim_bufs rb[2], tb[2];
-        ds_model_optim_bufs(ref.m, rb);
-        ds_model_optim_bufs(tst.m, tb);
-        T_OK_CASE(ds_optim_update(ref.o, rb, LR));
-        T_OK_CASE(ds_optim_update(tst.o, tb, LR));
+        const int nr = ds_model_optim_bufs(ref.m, rb), nt = ds_model_optim_bufs(tst.m, tb);
+        T_OK_CASE(ds_optim_update(ref.o, rb, nr, LR));
+        T_OK_CASE(ds_optim_update(tst.o, tb, nt, LR));
         ds_optim_status sr, stt;
         T_OK_CASE(ds_optim_read(ref.o, &sr));
         T_OK_CASE(ds_optim_read(tst.o, &stt));
@@ -424,8 +430,12 @@ static void check_case(const mc_case *c, int ci)
             printf("  param %-32s %7zu  %10.3e  (drift: not a test)\n", t->name, t->count,
                    t_rel_err(ga + t->offset, gb + t->offset, t->count));
         }
-        verdict(c->name, "last batch's loss after the steps", 1,
-                fabs(lt.loss - lr.loss) / fmax(fabs(lr.loss), 1e-300), tol_steps, "");
+        const double fell_ref = loss0_ref - lr.loss, fell_tst = loss0_tst - lt.loss;
+        printf("  loss fell %.6g -> %.6g (test), %.6g -> %.6g (reference)\n", loss0_tst, lt.loss,
+               loss0_ref, lr.loss);
+        T_CHECK(fell_ref > 0, "%s: the reference's loss did not fall over the steps", c->name);
+        verdict(c->name, "how far the loss fell over the steps", 1,
+                fabs(fell_tst - fell_ref) / fmax(fabs(fell_ref), 1e-300), tol_steps, "");
     } else {
         compare_tensors(c->name, ref.m, 0, ga, gb, tol_steps, 0, "param ");
     }
@@ -496,13 +506,16 @@ int main(int argc, char **argv)
         tol_steps = 1e-4;
     } else if (half_test) {   /* see the top of the file */
         const double u = dt_test == DS_F16 ? 0x1p-11 : 0x1p-8;
-        tol_batch = 128 * u;
-        tol_steps = 0.25;
+        tol_out = 8 * u;
+        tol_batch = 32 * u;
+        tol_cancel = 128 * u;
+        tol_steps = 0.1;
     } else {
         tol_batch = 1e-12;
         tol_steps = 1e-10;
     }
-    tol_out = half_test ? tol_batch / 16 : tol_batch;
+    if (!half_test)
+        tol_out = tol_batch;
     if (!be_test->ops(dt_test)) {
         T_CHECK(0, "backend %s has no %s ops", name, ds_dtype_name(dt_test));
         return t_finish(__FILE__);

@@ -155,7 +155,7 @@ static ds_status clip_once(ds_dtype dt, const double *g, size_t n, double max, c
     DS_TRY_GOTO(st, t_new_real(be, ctx, dt, n, g, &gb), done);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, n, &pb), done);
     DS_TRY_GOTO(st, ds_optim_create(&c, be, ctx, dt, n, &o), done);
-    DS_TRY_GOTO(st, ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1.0), done);
+    DS_TRY_GOTO(st, ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 1.0), done);
     DS_TRY_GOTO(st, ds_optim_read(o, &r->s), done);
     DS_TRY_GOTO(st, t_get_real(be, ctx, dt, n, gb, back), done);
     r->grads_kept = same_values(back, g, n);
@@ -304,7 +304,7 @@ static int test_sgd_by_hand(ds_dtype dt)
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
     for (int s = 0; s < 2; s++) {
         T_OK(t_put_real(be, ctx, dt, 1, &g[s], gb));
-        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.5));
+        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.5));
         T_OK(read_one(dt, pb, &p));
         T_OK(read_one(dt, ds_optim_slot(o, 0), &v));
         T_CHECK(close_to(p, p_want[s], tol), "%s sgd step %d: p %.17g, want %g", dn, s, p,
@@ -347,7 +347,7 @@ static int test_loss_scale_dynamic(ds_dtype dt)
         const double g = g_true[s] * used[s];
         ds_optim_status os;
         T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
-        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1.0));
+        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 1.0));
         T_OK(ds_optim_read(o, &os));
         T_OK(read_one(dt, pb, &p));
         T_OK(t_get_real(be, ctx, DS_F64, 1, ds_optim_loss_scale(o), &dev_scale));
@@ -388,7 +388,7 @@ static int test_loss_scale_static_and_floor(ds_dtype dt)
         T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
         for (int s = 0; s < 3; s++) {
             T_OK(t_put_real(be, ctx, dt, 1, &inf, gb));
-            T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1.0));
+            T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 1.0));
         }
         T_OK(ds_optim_read(o, &os));
         T_CHECK(os.skipped && os.skips == 3 && os.steps == 0 && os.next_scale == scales[k],
@@ -398,6 +398,39 @@ static int test_loss_scale_static_and_floor(ds_dtype dt)
         ds_optim_destroy(o);
         t_release_all(be, ctx, (void *[]){pb, gb}, 2);
     }
+    return 0;
+}
+
+/* Two groups (as fp16 runs keep BatchNorm apart): plain SGD, lr 1, from 0,
+ * gradients 2 and 1: one global norm sqrt(5), one step counted, both groups
+ * moved by their own gradient; and a call that leaves a group out fails. */
+static int test_two_groups(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    ds_optim_cfg c = ds_optim_defaults();
+    c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+    const double g[2] = {2, 1};
+    void *p[2], *gb[2];
+    ds_optim *o;
+    double got[2];
+    ds_optim_status os;
+    for (int k = 0; k < 2; k++) {
+        T_OK(be->alloc(ctx, dt, 1, &p[k]));
+        T_OK(t_new_real(be, ctx, dt, 1, &g[k], &gb[k]));
+    }
+    T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
+    T_OK(ds_optim_add_group(o, dt, 1));
+    const ds_optim_bufs b[2] = {{p[0], gb[0], NULL}, {p[1], gb[1], NULL}};
+    T_CHECK(ds_optim_update(o, b, 1, 1.0) == DS_ERR_ARG, "%s: an update leaving a group out ran", dn);
+    T_OK(ds_optim_update(o, b, 2, 1.0));
+    T_OK(ds_optim_read(o, &os));
+    for (int k = 0; k < 2; k++)
+        T_OK(read_one(dt, p[k], &got[k]));
+    T_CHECK(got[0] == -2 && got[1] == -1, "%s two groups: p %g, %g, want -2, -1", dn, got[0], got[1]);
+    T_CHECK(close_to(os.grad_norm, sqrt(5.0), dt == DS_F64 ? 1e-15 : 1e-7) && os.steps == 1,
+            "%s two groups: norm %.17g (want sqrt 5), %ld steps (want 1)", dn, os.grad_norm, os.steps);
+    ds_optim_destroy(o);
+    t_release_all(be, ctx, (void *[]){p[0], p[1], gb[0], gb[1]}, 4);
     return 0;
 }
 
@@ -426,7 +459,7 @@ static int test_adamw_by_hand(ds_dtype dt)
     T_OK(t_new_real(be, ctx, dt, 1, &p, &pb));
     T_OK(t_new_real(be, ctx, dt, 1, &g, &gb));
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
-    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.1));
+    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.1));
     T_OK(read_one(dt, pb, &p));
     T_OK(read_one(dt, ds_optim_slot(o, 0), &m));
     T_OK(read_one(dt, ds_optim_slot(o, 1), &v));
@@ -455,7 +488,7 @@ static int test_skip_then_step(ds_dtype dt)
     T_OK(t_new_real(be, ctx, dt, 1, &p, &pb));
     T_OK(t_new_real(be, ctx, dt, 1, &nan, &gb));
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
-    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.1));
+    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.1));
     T_OK(ds_optim_read(o, &os));
     T_OK(read_one(dt, pb, &p));
     T_OK(read_one(dt, ds_optim_slot(o, 0), &m));
@@ -464,7 +497,7 @@ static int test_skip_then_step(ds_dtype dt)
             "%s adamw NaN: skipped %d, steps %ld, norm %g", dn, os.skipped, os.steps, os.grad_norm);
     T_CHECK(p == 2 && m == 0 && v == 0, "%s adamw NaN: p %g m %g v %g changed", dn, p, m, v);
     T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
-    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.1));
+    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.1));
     T_OK(ds_optim_read(o, &os));
     T_OK(read_one(dt, pb, &p));
     double p_want = 1.9 + 0.1 * 3 / (3 + 1e-8);
@@ -483,10 +516,10 @@ static int test_skip_then_step(ds_dtype dt)
     T_OK(t_put_real(be, ctx, dt, 1, &p, pb));
     T_OK(t_put_real(be, ctx, dt, 1, &g, gb));
     T_OK(ds_optim_create(&c, be, ctx, dt, 1, &o));
-    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.5));     /* v = 2, p = 0 */
+    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.5));     /* v = 2, p = 0 */
     double inf = INFINITY;
     T_OK(t_put_real(be, ctx, dt, 1, &inf, gb));
-    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 0.5));     /* skipped */
+    T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 0.5));     /* skipped */
     T_OK(ds_optim_read(o, &os));
     T_OK(read_one(dt, pb, &p));
     T_OK(read_one(dt, ds_optim_slot(o, 0), &v));
@@ -517,7 +550,7 @@ static int test_update_does_not_wait(ds_dtype dt)
     T_OK(ds_optim_create(&c, be, ctx, dt, CLIP_N, &o));
     be->counters(ctx, &before);
     for (int s = 0; s < 3; s++)
-        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1e-3));
+        T_OK(ds_optim_update(o, &(ds_optim_bufs){pb, gb, NULL}, 1, 1e-3));
     be->counters(ctx, &after);
     T_OK(ds_optim_read(o, &os));
     be->counters(ctx, &read);
@@ -610,6 +643,7 @@ int main(int argc, char **argv)
         test_sgd_by_hand(dts[i]);
         test_loss_scale_dynamic(dts[i]);
         test_loss_scale_static_and_floor(dts[i]);
+        test_two_groups(dts[i]);
         test_adamw_by_hand(dts[i]);
         test_skip_then_step(dts[i]);
         test_update_does_not_wait(dts[i]);
