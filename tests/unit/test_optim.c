@@ -138,15 +138,20 @@ static int same_values(const double *a, const double *b, size_t n)
     return 1;
 }
 
+/* Plain SGD: no momentum, no weight decay, clipping at max_norm (0: none),
+ * so an update from p = 0 at lr 1 leaves p = -(the gradient applied). */
+static ds_optim_cfg plain_sgd(double max_norm)
+{
+    ds_optim_cfg c = ds_optim_defaults();
+    c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = max_norm;
+    return c;
+}
+
 /* One update of p = 0 with grads g [n] and the given max norm; *r gets the
  * status and what was applied (r->applied [n] allocated by the caller). */
 static ds_status clip_once(ds_dtype dt, const double *g, size_t n, double max, clip_result *r)
 {
-    ds_optim_cfg c = ds_optim_defaults();
-    c.momentum = 0;
-    c.nesterov = 0;
-    c.weight_decay = 0;
-    c.max_grad_norm = max;
+    ds_optim_cfg c = plain_sgd(max);
     ds_optim *o = NULL;
     void *gb = NULL, *pb = NULL;
     double *back = malloc(n * sizeof *back);
@@ -330,8 +335,7 @@ static int test_sgd_by_hand(ds_dtype dt)
 static int test_loss_scale_dynamic(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
-    ds_optim_cfg c = ds_optim_defaults();
-    c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+    ds_optim_cfg c = plain_sgd(0);
     c.loss_scale = 1024, c.loss_scale_window = 3;
     const double g_true[5] = {2, -1, 0.5, INFINITY, 1};
     const double used[5] = {1024, 1024, 1024, 2048, 1024}, next[5] = {1024, 1024, 2048, 1024, 1024};
@@ -376,8 +380,7 @@ static int test_loss_scale_static_and_floor(ds_dtype dt)
     const double scales[2] = {512, 1};
     const long windows[2] = {0, 5};
     for (int k = 0; k < 2; k++) {
-        ds_optim_cfg c = ds_optim_defaults();
-        c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+        ds_optim_cfg c = plain_sgd(0);
         c.loss_scale = scales[k], c.loss_scale_window = windows[k];
         const double inf = INFINITY;
         void *pb, *gb;
@@ -407,8 +410,7 @@ static int test_loss_scale_static_and_floor(ds_dtype dt)
 static int test_two_groups(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
-    ds_optim_cfg c = ds_optim_defaults();
-    c.momentum = 0, c.nesterov = 0, c.weight_decay = 0, c.max_grad_norm = 0;
+    ds_optim_cfg c = plain_sgd(0);
     const double g[2] = {2, 1};
     void *p[2], *gb[2];
     ds_optim *o;
