@@ -12,6 +12,9 @@
 #include "ops_cuda.h"
 
 #include <nvtx3/nvToolsExt.h>
+#ifdef DS_HAVE_CUPTI
+#include <cupti.h>
+#endif
 
 #include "build_info.h"
 
@@ -28,6 +31,7 @@ struct alloc_table {
     size_t n = 0, cap = 0;
     std::atomic<long> allocs{0}, to_host{0};
     size_t in_use = 0, peak = 0;
+    size_t reserved = 0;   /* allocations under way past the memory-limit check */
 } mem;
 }   // namespace
 
@@ -137,6 +141,10 @@ static void cuda_ctx_destroy(ds_ctx *c)
     (void)cudaSetDevice(c->device);
     if (c->stream)
         (void)cudaStreamSynchronize(c->stream);
+#ifdef DS_HAVE_CUPTI
+    ds_cuda_kprof_free(c);
+#endif
+    ds_cuda_ranges_free(c);
     ds_cuda_conv_cache_free(c);
     ds_cuda_uploads_free(c);
     if (c->dnn)
@@ -150,13 +158,44 @@ static void cuda_ctx_destroy(ds_ctx *c)
     free(c);
 }
 
+/* Takes bytes out of c's memory limit (ds_ctx_opts.mem_limit; 0: none)
+ * before cudaMalloc; given back by unreserve once the allocation is noted or
+ * has failed. The limit is on what the process holds through alloc, all
+ * contexts together (the counters' bytes_in_use). */
+static ds_status reserve(ds_ctx *c, size_t count, ds_dtype t, size_t bytes)
+{
+    if (c->opts.mem_limit == 0)
+        return DS_OK;
+    std::lock_guard<std::mutex> g(mem.lock);
+    if (mem.in_use + mem.reserved + bytes > c->opts.mem_limit)
+        return DS_FAIL(DS_ERR_MEM,
+                       "out of memory under the limit: %zu elements of %s (%.1f MiB) would take "
+                       "dstrain's GPU memory to %.1f MiB, past the memory limit of %.1f MiB "
+                       "(mem_limit)",
+                       count, ds_dtype_name(t), bytes / 1048576.0,
+                       (mem.in_use + mem.reserved + bytes) / 1048576.0,
+                       c->opts.mem_limit / 1048576.0);
+    mem.reserved += bytes;
+    return DS_OK;
+}
+
+static void unreserve(ds_ctx *c, size_t bytes)
+{
+    if (c->opts.mem_limit == 0)
+        return;
+    std::lock_guard<std::mutex> g(mem.lock);
+    mem.reserved -= bytes;
+}
+
 static ds_status cuda_alloc(ds_ctx *c, ds_dtype t, size_t count, void **out)
 {
     USE_DEVICE(c);
     const size_t bytes = ds_align_elems(t, count ? count : 1) * ds_dtype_size(t);
+    DS_TRY(reserve(c, count, t, bytes));
     void *p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
+        unreserve(c, bytes);
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         (void)cudaMemGetInfo(&free_b, &total_b);
@@ -170,7 +209,9 @@ static ds_status cuda_alloc(ds_ctx *c, ds_dtype t, size_t count, void **out)
     }
     /* zeroed, as the seam promises; the memset is queued before any use */
     e = cudaMemsetAsync(p, 0, bytes, c->stream);
-    if (e != cudaSuccess || !note_alloc(p, bytes)) {
+    const bool noted = e == cudaSuccess && note_alloc(p, bytes);
+    unreserve(c, bytes);
+    if (!noted) {
         (void)cudaFree(p);
         DS_CUDA(e);
         return DS_FAIL(DS_ERR_MEM, "memory table");
@@ -362,24 +403,47 @@ static void cuda_describe(char *buf, size_t size)
             snprintf(dev, sizeof dev, "%d device%s, 0: %s (sm_%d%d, %.1f GiB)", n, n > 1 ? "s" : "",
                      p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0);
     }
+    char cupti[96] = "not built in (no kernel profile: CMake found no CUPTI)";
+#ifdef DS_HAVE_CUPTI
+    uint32_t cupti_rt = 0;
+    if (cuptiGetVersion(&cupti_rt) == CUPTI_SUCCESS)
+        snprintf(cupti, sizeof cupti, "API %u (compiled %d); kernel profile", cupti_rt, CUPTI_API_VERSION);
+    else
+        snprintf(cupti, sizeof cupti, "not loadable (compiled API %d)", CUPTI_API_VERSION);
+#endif
     snprintf(buf, size,
              "cuda:     runtime %s (compiled %s), driver %s; architectures built: sm_%s\n"
              "cublasLt: %s (compiled %s)\n"
              "cudnn:    %s (compiled %s)\n"
+             "cupti:    %s\n"
              "gpu:      %s",
              rt ? rt_s : "not found", cudart_c, drv ? drv_s : "not found", DSTRAIN_CUDA_ARCHS,
-             lt_r, lt_c, dnn_r, dnn_c, dev);
+             lt_r, lt_c, dnn_r, dnn_c, cupti, dev);
 }
 
+/* NVTX always (for nsys and ncu); while --profile layers times ranges, an
+ * event pair per range (range_timing.cu); while a kernel profile runs, the
+ * range's CUPTI external correlation id (kernel_profile.cu). Nothing here
+ * allocates. */
 static void cuda_range_push(ds_ctx *c, const char *name)
 {
-    (void)c;
     nvtxRangePushA(name);
+    if (ds_range_log_on(&c->ranges))
+        ds_cuda_range_time_push(c, name);
+#ifdef DS_HAVE_CUPTI
+    if (c->kprof)
+        ds_cuda_kprof_push(c, name);
+#endif
 }
 
 static void cuda_range_pop(ds_ctx *c)
 {
-    (void)c;
+#ifdef DS_HAVE_CUPTI
+    if (c->kprof)
+        ds_cuda_kprof_pop(c);
+#endif
+    if (ds_range_log_on(&c->ranges))
+        ds_cuda_range_time_pop(c);
     nvtxRangePop();
 }
 
@@ -414,4 +478,14 @@ extern "C" const ds_backend ds_cuda_backend = {
     .range_push = cuda_range_push,
     .range_pop = cuda_range_pop,
     .native_queue = cuda_native_queue,
+    .range_timing = ds_cuda_range_timing,
+    .range_times = ds_cuda_range_times,
+    .peak_flops = ds_cuda_peak_flops,
+#ifdef DS_HAVE_CUPTI
+    .kernel_profile_start = ds_cuda_kernel_profile_start,
+    .kernel_profile_stop = ds_cuda_kernel_profile_stop,
+#else
+    .kernel_profile_start = nullptr,   /* built without CUPTI (CMakeLists.txt) */
+    .kernel_profile_stop = nullptr,
+#endif
 };

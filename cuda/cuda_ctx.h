@@ -17,15 +17,17 @@
 
 extern "C" {
 #include "backend.h"
+#include "range_log.h"
 }
 
 struct ds_cuda_conv_cache;   /* conv.cu: the algorithm chosen for each shape */
 struct ds_cuda_uploads;      /* upload_ring.cu: pinned staging of host-to-device copies */
+struct ds_cuda_kprof;        /* kernel_profile.cu: a CUPTI kernel profile in progress */
 
 struct ds_ctx {
     int device;
     int sms;                        /* multiprocessors: sizes grid-stride launches */
-    ds_ctx_opts opts;               /* deterministic, tf32 */
+    ds_ctx_opts opts;               /* deterministic, tf32, mem_limit (cuda_alloc) */
     cudaStream_t stream;            /* every op of this context is queued here */
     cublasLtHandle_t lt;
     void *lt_work;                  /* cuBLASLt workspace [lt_work_bytes] */
@@ -35,6 +37,13 @@ struct ds_ctx {
     double *partials;               /* [DS_CUDA_PARTIALS] per-block sums of the deterministic
                                      * two-pass reductions (sumsq); one reduction at a time */
     ds_cuda_uploads *uploads;       /* owned by upload_ring.cu */
+    /* --profile layers (range_timing.cu): the shared slot bookkeeping and a
+     * pair of timing events per slot, [2*k] its start, [2*k+1] its end */
+    ds_range_log ranges;
+    cudaEvent_t *range_events;
+    ds_status range_err;            /* the first failure inside range_push/pop (which
+                                     * return nothing): reported by range_times */
+    ds_cuda_kprof *kprof;           /* non-NULL while a kernel profile runs on this context */
 };
 
 /* Blocks of a two-pass reduction at most: the size of ds_ctx.partials. */
@@ -46,6 +55,29 @@ struct ds_event {
 };
 
 void ds_cuda_conv_cache_free(ds_ctx *c);
+
+/* range_timing.cu: the backend's range_timing / range_times, and what
+ * range_push / range_pop do while timing is on. */
+ds_status ds_cuda_range_timing(ds_ctx *c, int capacity);
+ds_status ds_cuda_range_times(ds_ctx *c, ds_range_time *out, int max, int *n, int *lost);
+void ds_cuda_range_time_push(ds_ctx *c, const char *name);
+void ds_cuda_range_time_pop(ds_ctx *c);
+void ds_cuda_ranges_free(ds_ctx *c);   /* ctx_destroy */
+
+/* peak.cu: the backend's peak_flops. */
+double ds_cuda_peak_flops(ds_ctx *c, ds_dtype t, int tf32, char *how, size_t how_size);
+
+/* kernel_profile.cu: the backend's kernel_profile_start / stop (built with
+ * CUPTI: DS_HAVE_CUPTI; without it the backend has none and these are not
+ * defined), and what range_push / range_pop do while a profile runs. */
+#ifdef DS_HAVE_CUPTI
+ds_status ds_cuda_kernel_profile_start(ds_ctx *c);
+ds_status ds_cuda_kernel_profile_stop(ds_ctx *c, const char *trace_path, ds_kernel_stat *out,
+                                      int max, int *n);
+void ds_cuda_kprof_push(ds_ctx *c, const char *name);
+void ds_cuda_kprof_pop(ds_ctx *c);
+void ds_cuda_kprof_free(ds_ctx *c);
+#endif
 
 /* Queues a copy of host [bytes] to dst on c's stream without waiting for the
  * work queued before it; host may be reused when the call returns. */

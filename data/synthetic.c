@@ -40,6 +40,20 @@ static int draw_length(ds_rng *rng, int max_frames, int min_frames)
     return t < min_frames ? min_frames : t;
 }
 
+/* LibriSpeech-like seconds: 85% near 14 s, 15% spread over 1.5-12 s; drawn
+ * again until the length fits (a cut would pile utterances up at the limit). */
+static int draw_librispeech(ds_rng *rng, int max_frames, int min_frames)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        double s = ds_rng_uniform(rng) < 0.85 ? 14.0 + 1.6 * ds_rng_normal(rng)
+                                              : 1.5 + 10.5 * ds_rng_uniform(rng);
+        int t = (int)(s * 100);
+        if (t >= min_frames && t <= max_frames)
+            return t;
+    }
+    return max_frames;   /* a limit far below the corpus's lengths */
+}
+
 /* tmpl [classes][f] from template_value. */
 static void speak(ds_rng *rng, const ds_model_cfg *cfg, const float *tmpl, int t, int sym,
                   const int *labels, int n_labels, float *x /* [t][f] */)
@@ -62,6 +76,12 @@ static void speak(ds_rng *rng, const ds_model_cfg *cfg, const float *tmpl, int t
 ds_status ds_synthetic_batch(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
                              ds_batch *b)
 {
+    return ds_synthetic_batch_dist(rng, cfg, n, max_frames, DS_LEN_READ, b);
+}
+
+ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
+                                  ds_length_dist dist, ds_batch *b)
+{
     const int sym = ds_synthetic_symbol_frames(cfg), f = cfg->n_features;
     if (n > b->cap_n || max_frames > b->cap_t || f != b->f)
         return DS_FAIL(DS_ERR_ARG, "synthetic batch %d x %d x %d exceeds its buffers", n, max_frames, f);
@@ -71,7 +91,8 @@ ds_status ds_synthetic_batch(ds_rng *rng, const ds_model_cfg *cfg, int n, int ma
     b->n = n;
     b->t = 0;
     for (int i = 0; i < n; i++) {
-        b->lengths[i] = draw_length(rng, max_frames, 2 * sym);
+        b->lengths[i] = dist == DS_LEN_LIBRISPEECH ? draw_librispeech(rng, max_frames, 2 * sym)
+                                                   : draw_length(rng, max_frames, 2 * sym);
         b->t = b->lengths[i] > b->t ? b->lengths[i] : b->t;
     }
     memset(b->features, 0, (size_t)n * b->t * f * sizeof(float));

@@ -15,9 +15,20 @@ int ds_synthetic_symbol_frames(const ds_model_cfg *cfg);
 /* Longest transcript a batch of max_frames may carry. */
 int ds_synthetic_max_labels(const ds_model_cfg *cfg, int max_frames);
 
+/* How utterance lengths spread. */
+typedef enum {
+    DS_LEN_READ,          /* most near 3/4 of max_frames, a tail of short ones */
+    DS_LEN_LIBRISPEECH    /* seconds as LibriSpeech's training segments roughly spread
+                           * (most 12-17 s, mean about 13 s, a tail down to 1.5 s: an
+                           * approximation, not the corpus's histogram), cut at max_frames */
+} ds_length_dist;
+
 /* Fills b (allocated for n utterances of max_frames) with n utterances of at
- * most max_frames frames, drawn from rng. */
+ * most max_frames frames, drawn from rng (lengths as DS_LEN_READ). */
 ds_status ds_synthetic_batch(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
                              ds_batch *b);
+/* The same with lengths drawn from dist (10 ms frames). */
+ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
+                                  ds_length_dist dist, ds_batch *b);
 
 #endif

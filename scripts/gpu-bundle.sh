@@ -35,11 +35,19 @@ machine with gcc has. Then:
       update-alternatives links made, docs, man pages, locales and static
       libraries removed, absolute links made relative, .pc files, h5cc and
       sox made relocatable
+  $bundle/root/cupti/
+      CUPTI (the CUDA backend's kernel profile; no Debian package has the
+      CUDA 13 one) copied from this machine's CUDA toolkit: libcupti.so.N and
+      the headers CMake needs; gpu-check.sh builds with it only when the GPU
+      machine has no CUPTI of its own (its toolkit, or python3's
+      nvidia-cuda-cupti package). Skipped, with a warning, when the toolkit
+      here has none (\$CUDA_HOME, else nvcc's folder, else /usr/local/cuda)
   $bundle/env.sh
       sourced by scripts/gpu-check.sh and scripts/gpu-bundle-test.sh: PATH,
       LD_LIBRARY_PATH, PKG_CONFIG_*, CMAKE_PREFIX_PATH, OPAL_*/PMIX_*
       (OpenMPI run from another prefix), HDF5_ROOT, ESPEAK_DATA_PATH,
-      OMPI_ALLOW_RUN_AS_ROOT*, and DSTRAIN_BUNDLE_CMAKE_ARGS for cmake
+      OMPI_ALLOW_RUN_AS_ROOT*, DSTRAIN_BUNDLE_CMAKE_ARGS for cmake, and
+      DSTRAIN_BUNDLE_CUPTI (root/cupti, when the bundle has it)
   $archive
       what travels to the GPU machine (the device tool's carry); gpu-check.sh
       unpacks it there. OpenBLAS alone is 36 MiB unpacked, so the folder
@@ -63,7 +71,7 @@ Running it again refreshes everything (the .deb files are kept in $debs).
                         packages installed (the rest of this script does not).
 
 Environment: GPU_BUNDLE_DIR, GPU_BUNDLE_ARCHIVE, GPU_BUNDLE_LIMIT_MIB,
-GPU_BUNDLE_DEBS.
+GPU_BUNDLE_DEBS, CUDA_HOME (the toolkit CUPTI is copied from).
 Needs: Debian 12 (bookworm) amd64, apt-get, dpkg-deb, readelf, xz, gcc; root
 (apt-get update, the .deb cache in /var/cache).
 EOF
@@ -343,6 +351,44 @@ EOF
   cp -p "$bin/sox" "$bin/soxi"
 }
 
+# add_cupti: CUPTI from this machine's CUDA toolkit into root/cupti/{include,lib}:
+# libcupti.so.N (and its .so link) and the files of NVIDIA's CUPTI package
+# that cupti.h includes (cupti*.h, generated_*_meta.h, cuda_stdint.h,
+# Openacc/, Openmp/); its version in cupti/VERSION. It needs only libc6 and
+# libgcc-s1 (check_closure checks). A CUPTI newer than the GPU machine's
+# driver would not load: gpu-check.sh prefers the machine's own.
+add_cupti() {
+  local cuda inc="" lib="" d nvcc
+  nvcc=$(command -v nvcc 2>/dev/null || true)
+  cuda=${CUDA_HOME:-$([ -n "$nvcc" ] && dirname "$(dirname "$(readlink -f "$nvcc")")" || echo /usr/local/cuda)}
+  for d in "$cuda/include" "$cuda/extras/CUPTI/include"; do
+    [ -f "$d/cupti.h" ] && { inc=$d; break; }
+  done
+  for d in "$cuda/lib64" "$cuda/lib" "$cuda/extras/CUPTI/lib64"; do
+    ls "$d"/libcupti.so.[0-9]* >/dev/null 2>&1 && { lib=$d; break; }
+  done
+  if [ -z "$inc" ] || [ -z "$lib" ]; then
+    echo "$prog: warning: no CUPTI in $cuda (include/cupti.h, lib64/libcupti.so.N): the bundle carries none" >&2
+    return 0
+  fi
+  mkdir -p "$root/cupti/include" "$root/cupti/lib"
+  cp -a "$inc"/cupti*.h "$root/cupti/include/"
+  for f in "$inc"/generated_*_meta.h "$inc"/cuda_stdint.h; do [ -f "$f" ] && cp -a "$f" "$root/cupti/include/"; done
+  for d in Openacc Openmp; do [ -d "$inc/$d" ] && cp -a "$inc/$d" "$root/cupti/include/"; done
+  cp -a "$lib"/libcupti.so* "$root/cupti/lib/"
+  # the unversioned link CMake's find_library looks for
+  if [ ! -e "$root/cupti/lib/libcupti.so" ]; then
+    ln -s "$(cd "$root/cupti/lib" && ls libcupti.so.[0-9]* | sort -V | head -1)" "$root/cupti/lib/libcupti.so"
+  fi
+  find "$root/cupti" -type l -lname '/*' -exec sh -c 'for l; do t=$(readlink "$l"); rm "$l"; ln -s "$(basename "$t")" "$l"; done' _ {} +
+  local sos=("$lib"/libcupti.so.[0-9]*)
+  sos=("${sos[@]##*/}")
+  printf 'CUPTI API %s from %s (%s)\n' \
+    "$(awk '$1 == "#define" && $2 == "CUPTI_API_VERSION" { print $3 }' "$inc/cupti_version.h")" \
+    "$cuda" "${sos[*]}" >"$root/cupti/VERSION"
+  log "CUPTI: $(cat "$root/cupti/VERSION")"
+}
+
 # write_env: env.sh finds the bundle from its own location, so the bundle
 # works wherever it is unpacked.
 write_env() {
@@ -388,6 +434,11 @@ export ESPEAK_DATA_PATH=$_l
 # for on the system first.
 DSTRAIN_BUNDLE_CMAKE_ARGS="-DMPI_C_COMPILER=$_r/bin/mpicc -DMPIEXEC_EXECUTABLE=$_r/bin/mpiexec -DHDF5_C_COMPILER_EXECUTABLE=$_r/bin/h5cc -DHDF5_DIFF_EXECUTABLE=$_r/bin/h5diff -DPKG_CONFIG_EXECUTABLE=$_r/bin/pkg-config"
 export DSTRAIN_BUNDLE_CMAKE_ARGS
+# CUPTI copied from the toolkit the bundle was made with (add_cupti): a
+# fallback gpu-check.sh uses when the GPU machine has none of its own
+if [ -f "$DSTRAIN_BUNDLE/root/cupti/include/cupti.h" ]; then
+  export DSTRAIN_BUNDLE_CUPTI=$DSTRAIN_BUNDLE/root/cupti
+fi
 unset _r _l _d
 EOF
   # the folders in reverse order, so that the loop above puts the first first
@@ -471,6 +522,21 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
+  # CUPTI: loads and reports the API version the bundle recorded (no GPU needed)
+  cat >"$work/cupti_ver.c" <<'EOF'
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW) : NULL;
+  if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+  int (*ver)(uint32_t *) = (int (*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+  uint32_t v = 0;
+  if (!ver || ver(&v) != 0) { printf("cuptiGetVersion failed\n"); return 1; }
+  printf("%u\n", v);
+  return 0;
+}
+EOF
   env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR=/tmp WORK="$work" bash -c '
     set -eo pipefail
     source "$0/env.sh"
@@ -495,6 +561,12 @@ EOF
       fail "espeak-ng | sox failed: $(grep -v "^ *[0-9]*:" "$WORK/sox.debug")"
     grep -q "file=$b/.*/libsox_fmt_flac.so" "$WORK/sox.debug" || fail "sox did not load the bundle FLAC plugin"
     [ "$(soxi -r "$WORK/a.flac")" = 16000 ] || fail "soxi: $(soxi "$WORK/a.flac" 2>&1)"
+    if [ -n "${DSTRAIN_BUNDLE_CUPTI:-}" ]; then
+      gcc -o "$WORK/cupti_ver" "$WORK/cupti_ver.c" -ldl || fail "could not build the CUPTI check"
+      v=$("$WORK/cupti_ver" "$DSTRAIN_BUNDLE_CUPTI/lib/libcupti.so") || fail "the bundle libcupti does not load: $v"
+      grep -q "^CUPTI API $v " "$DSTRAIN_BUNDLE_CUPTI/VERSION" || fail "libcupti reports API $v; VERSION: $(cat "$DSTRAIN_BUNDLE_CUPTI/VERSION")"
+      echo "  smoke test: the bundle libcupti loads (CUPTI API $v)"
+    fi
     echo "  smoke test: pkg-config, mpicc, h5cc, ompi_info, espeak-ng, sox answer with $b;"
     echo "  smoke test: mpiexec -np 2 ran; libmpi and $(grep -c "/mca_" "$WORK/maps") MCA plugins loaded, all from the bundle"
   ' "$dir"
@@ -520,6 +592,7 @@ make_bundle() {
   fix_symlinks
   relocate
   wrap_sox
+  add_cupti
   scan_elfs
   write_env
 

@@ -11,7 +11,7 @@ export LC_ALL=C
 prog=${0##*/}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
-ALL_PARTS="env libs build tests model ds2 precision mini memcheck"
+ALL_PARTS="env libs build tests model ds2 precision bench mini memcheck"
 
 usage() {
   cat <<EOF
@@ -23,11 +23,14 @@ scripts/gpu-bundle.sh has been run where the checkout was made (its
 
   env       the bundle's env.sh (unpacked from .gpu-bundle.tar.xz if needed);
             GPU name, driver, memory, compute capability; nvcc, CMake, gcc
-  libs      cuDNN and NCCL: /usr/local/cuda (and /usr) first, else the pip
-            packages of python3 (nvidia-cudnn-cu13, nvidia-nccl-cu13);
-            unversioned .so links made where only libX.so.N exists
+  libs      cuDNN, NCCL and CUPTI: /usr/local/cuda (and /usr) first, else the
+            pip packages of python3 (nvidia-cudnn-cu13, nvidia-nccl-cu13,
+            nvidia-cuda-cupti), else (CUPTI only) the bundle's copy of the
+            toolkit's where the bundle was made; unversioned .so links made
+            where only libX.so.N exists
   build     a fresh build-gpu: -DDSTRAIN_CUDA_ARCHS=<this GPU only> and the
-            cuDNN/NCCL paths above, all cores
+            cuDNN/NCCL/CUPTI paths above, all cores; fails without the
+            CUDA backend or without its kernel profile (CUPTI)
   tests     ctest: every test labelled cuda and every test whose name has
             "gpu" (but model_gpu_vs_cpu*), --output-on-failure; a skipped
             test fails the part (a GPU is there: nothing may skip)
@@ -59,7 +62,7 @@ any part run now failed, 0 otherwise.
               same build-gpu are kept in the table, so a run longer than one
               device call can be split:
                 scripts/$prog --parts build,tests,model
-                scripts/$prog --parts ds2,precision
+                scripts/$prog --parts ds2,precision,bench
                 scripts/$prog --parts mini,memcheck
               (build clears the earlier results: they were another build's)
 
@@ -212,11 +215,12 @@ part_env() {
 find_lib() {
   local name=$1 header=$2 d inc="" lib="" how="" py_dirs
   for d in /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include /usr/include \
-           /usr/include/x86_64-linux-gnu; do
+           /usr/include/x86_64-linux-gnu /usr/local/cuda/extras/CUPTI/include; do
     [ -f "$d/$header" ] && { inc=$d; break; }
   done
   if [ -n "$inc" ]; then
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
+             /usr/local/cuda/extras/CUPTI/lib64; do
       ls "$d"/lib"$name".so* >/dev/null 2>&1 && { lib=$d; how=system; break; }
     done
   fi
@@ -247,7 +251,15 @@ link_unversioned() {
   echo "$work/links/lib$name.so"
 }
 
-# shellcheck disable=SC2154  # cudnn_inc/_lib/_how, nccl_*: set by find_lib (printf -v)
+# bundle_cupti: sets cupti_inc/_lib/_how to the GPU bundle's CUPTI, when it has one
+bundle_cupti() {
+  [ -n "${DSTRAIN_BUNDLE_CUPTI:-}" ] && [ -f "$DSTRAIN_BUNDLE_CUPTI/include/cupti.h" ] || return 1
+  cupti_inc=$DSTRAIN_BUNDLE_CUPTI/include
+  cupti_lib=$DSTRAIN_BUNDLE_CUPTI/lib
+  cupti_how="the GPU bundle's: $(cat "$DSTRAIN_BUNDLE_CUPTI/VERSION" 2>/dev/null || echo "version unknown")"
+}
+
+# shellcheck disable=SC2154  # cudnn_inc/_lib/_how, nccl_*, cupti_*: set by find_lib (printf -v)
 part_libs() {
   local ok=0
   cmake_libs=()
@@ -267,10 +279,19 @@ part_libs() {
   else
     set_info nccl "not found"; ok=1
   fi
+  # CUPTI (the kernel profile): the machine's, else the bundle's (gpu-bundle.sh, add_cupti)
+  if find_lib cupti cupti.h || bundle_cupti; then
+    cupti_so=$(link_unversioned cupti "$cupti_lib")
+    set_info cupti "API $(awk '$2 == "CUPTI_API_VERSION" { print $3 }' "$cupti_inc/cupti_version.h") ($cupti_how: $cupti_lib)"
+    cmake_libs+=(-DCUPTI_INCLUDE_DIR="$cupti_inc" -DCUPTI_LIBRARY="$cupti_so")
+    export LD_LIBRARY_PATH=$cupti_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  else
+    set_info cupti "not found"; ok=1
+  fi
   # the peer checks need a python with torch, numpy and h5py: the image's
   set_info python "$(command -v python3) $(python3 -c 'import torch, numpy, h5py; print("torch", torch.__version__, "numpy", numpy.__version__, "h5py", h5py.__version__)' 2>&1 | tail -1)"
   printf '%s\n' "${cmake_libs[@]}" >"$work/cmake-libs.txt"
-  fig="cuDNN $(get_info cudnn); NCCL $(get_info nccl)"
+  fig="cuDNN $(get_info cudnn); NCCL $(get_info nccl); CUPTI $(get_info cupti)"
   return $ok
 }
 
@@ -294,6 +315,8 @@ part_build() {
   set_info configure "$(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"
   grep -q 'CUDA backend ON' "$work/configure.log" ||
     { fig="configured without the CUDA backend: $(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"; return 1; }
+  grep -q 'kernel profile ON' "$work/configure.log" ||
+    { fig="configured without the kernel profile (CUPTI): $(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"; return 1; }
   timeout -k 10 "$(left)" cmake --build "$build" -j "$(nproc)" >"$work/build.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
@@ -446,6 +469,40 @@ part_precision() {
     awk -v a="$l32" -v b="$l16" 'BEGIN { d = b - a; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'
 }
 
+# dstrain bench on ds2 (LibriSpeech-like lengths): the batch sweep in fp32,
+# fp16 and bf16, train and forward; the per-layer and per-kernel profiles of
+# fp16 at batch 32 with a trace; the PyTorch peer (eager fp32, AMP,
+# torch.compile) at batch 32 where the machine's python has CUDA torch; and
+# the plots. Everything lands in $OUT/bench/ (commit it under bench/results/).
+part_bench() {
+  have_build || return 1
+  local out=${OUT:-$work}/bench bin=$build/dstrain rc ok=1 figs
+  mkdir -p "$out"
+  timeout -k 10 "$(left)" "$bin" bench --model ds2 --device cuda --length-dist librispeech \
+    --batch 8,16,32,64 --precision fp32,fp16,bf16 --mode train,forward --warmup 5 --steps 20 \
+    --out "$out/ds2-sweep.json" --csv "$out/ds2-sweep.csv" >"$out/ds2-sweep.txt" 2>&1 || ok=0
+  timeout -k 10 "$(left)" "$bin" bench --model ds2 --device cuda --length-dist librispeech \
+    --batch 32 --precision fp16 --warmup 5 --steps 10 --profile kernels --trace "$out/ds2-fp16-b32-trace.json" \
+    --out "$out/ds2-profile.json" >"$out/ds2-profile.txt" 2>&1 || ok=0
+  if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    timeout -k 10 "$(left)" python3 "$repo/bench/pytorch_ds2.py" --model ds2 --device cuda \
+      --length-dist librispeech --batch 32 --impl eager,amp,compile \
+      --warmup 5 --steps 20 --out "$out/ds2-torch.json" >"$out/ds2-torch.txt" 2>&1 || ok=0
+    python3 "$repo/bench/compare" "$out/ds2-sweep.json" "$out/ds2-torch.json" >"$out/compare.txt" 2>&1 || true
+  else
+    echo "no CUDA PyTorch on this machine: the peer comparison did not run" >"$out/compare.txt"
+  fi
+  python3 "$repo/bench/plot" "$out/ds2-sweep.json" "$out/ds2-profile.json" --out "$out" >"$out/plot.txt" 2>&1 || true
+  figs=$(python3 - "$out/ds2-sweep.json" <<'PY' 2>/dev/null
+import json, sys
+r = [x for x in json.load(open(sys.argv[1]))["results"] if x["mode"] == "train" and x["batch"] == 32]
+print("; ".join(f"ds2 b32 {x['precision']} {x.get('samples_per_s', 0):.1f} utt/s ({x['status']})" for x in r))
+PY
+)
+  fig="${figs:-no sweep results}; files in bench/"
+  [ "$ok" -eq 1 ] && [ -n "$figs" ]
+}
+
 # The mini corpus as tests/data/test_e2e_mini.sh uses it (same seed, batch,
 # optimizer and epochs), trained on the GPU; dev CER of the untrained model
 # (one step at learning rate 0; `dstrain eval` runs on the CPU) against the
@@ -515,6 +572,7 @@ write_results() {
         build) title="build-gpu (CUDA backend)" ;; tests) title="ctest -L cuda + *gpu*" ;;
         model) title="model_gpu_vs_cpu" ;; ds2) title="ds2 fp32, 200 steps, batch 32, synthetic" ;;
         precision) title="ds2 ms/step fp32/fp16/bf16 at batch 32, 64; small fp16 vs fp32, 300 steps" ;;
+        bench) title="dstrain bench ds2: batch sweep, profiles, PyTorch peer" ;;
         mini) title="small on the mini corpus, 8 epochs" ;; memcheck) title="compute-sanitizer memcheck, tiny, 5 steps" ;;
       esac
       if [ -n "$row" ]; then
@@ -560,6 +618,7 @@ wants tests && run_part tests 420 part_tests
 wants model && run_part model 300 part_model
 wants ds2 && run_part ds2 240 part_ds2
 wants precision && run_part precision 300 part_precision
+wants bench && run_part bench 480 part_bench
 wants mini && run_part mini 300 part_mini
 wants memcheck && run_part memcheck 180 part_memcheck
 write_results

@@ -14,6 +14,7 @@ packages=(
   libfftw3-dev libsndfile1-dev         # feature extraction (prep)
   espeak-ng sox libsox-fmt-all         # the synthesized mini corpus
   python3-torch python3-numpy python3-h5py   # PyTorch peer checks (/usr/bin/python3)
+  gnuplot-nox                          # bench/plot, bench/scaling-report: PNG charts
 )
 [ $# -eq 0 ] || packages=("$@")
 

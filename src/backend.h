@@ -297,7 +297,30 @@ typedef struct {
 typedef struct {
     int deterministic;    /* only algorithms that give bitwise-equal results run to run */
     int tf32;             /* FP32 matrix products and convolutions may use TF32 tensor cores */
+    size_t mem_limit;     /* bytes of backend memory (alloc, and the CPU's scratch) this
+                           * process may hold; 0: what the device has. An allocation past it
+                           * fails as out of memory (bench --batch max is tested with it). */
 } ds_ctx_opts;
+
+/* One timed range (--profile layers): when it opened and closed on the
+ * context's queue, in ms after the first range timed since timing was
+ * switched on or last read. */
+typedef struct {
+    char name[48];
+    int depth;                /* 0: outermost (a phase of a step); 1: a layer inside it */
+    double start_ms, end_ms;
+} ds_range_time;
+
+/* One kernel's totals over a profiled span (--profile kernels). */
+typedef struct {
+    char name[128];           /* demangled, cut to fit */
+    char range[48];           /* the innermost named range it was launched in; "" none */
+    long launches;
+    double total_ms, max_ms;
+    double occupancy;         /* mean achieved occupancy (0..1) where the profiler measures
+                               * it, else the theoretical one from the launch; < 0: unknown */
+    int occupancy_achieved;   /* 1: occupancy was measured, 0: theoretical */
+} ds_kernel_stat;
 
 typedef struct ds_backend {
     const char *name;                  /* "cpu", "cuda" */
@@ -346,6 +369,34 @@ typedef struct ds_backend {
      * order with the context's (NCCL): the cudaStream_t on the GPU; NULL on
      * the CPU, where work runs as it is called. */
     void *(*native_queue)(ds_ctx *);
+    /* Range timing (--profile layers): with capacity > 0 every range pushed
+     * from now on is timed on the queue (CUDA events on the GPU, the monotonic
+     * clock on the CPU, where ops run as they are called) into capacity slots
+     * allocated here, once; 0 switches it off and frees them. Ranges past
+     * capacity are not timed (range_times says how many were lost). */
+    ds_status (*range_timing)(ds_ctx *, int capacity);
+    /* Blocking: the ranges opened since timing began or the last read, in
+     * the order they opened, into out [max]; *n of them, *lost not timed; a
+     * range still open comes back with end_ms = start_ms. The slots are free
+     * again afterwards. A CUDA failure inside range_push/pop (which return
+     * nothing) is returned here. */
+    ds_status (*range_times)(ds_ctx *, ds_range_time *out, int max, int *n, int *lost);
+    /* The device's peak rate for a compute dtype's matrix products, FLOP/s,
+     * and in how the figure was found ("sgemm measured, 2 threads", "H100
+     * dense FP16 tensor peak at 1980 MHz"). The CPU measures its BLAS GEMM on
+     * the calling threads (about a second); the GPU computes it from the
+     * device's SMs and clock. tf32: the GPU's FP32 products may use TF32. */
+    double (*peak_flops)(ds_ctx *, ds_dtype t, int tf32, char *how, size_t how_size);
+    /* Per-kernel profile (CUPTI on the GPU; both NULL where a backend has
+     * none): start records every kernel the process launches from now on
+     * (CUPTI is process-wide: NCCL's streams too), with the range it was
+     * launched in; stop waits for the queued work, writes a Chrome/
+     * Perfetto trace (JSON trace events: kernels and ranges) to trace_path
+     * unless NULL, and gives the kernels' totals, longest total first, into
+     * out [max] (*n of them). */
+    ds_status (*kernel_profile_start)(ds_ctx *);
+    ds_status (*kernel_profile_stop)(ds_ctx *, const char *trace_path, ds_kernel_stat *out,
+                                     int max, int *n);
 } ds_backend;
 
 /* Runs call (a ds_status expression) inside the range name of backend be on

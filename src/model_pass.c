@@ -170,7 +170,8 @@ ds_status ds_model_forward(ds_model *m, int train)
         IN_RANGE(m, "rnn fwd ", j, rnn_forward(m, j, x));
         x = ds_m_act(m, m->rnn[j].y);
     }
-    IN_RANGE(m, "lookahead+fc fwd", -1, head_forward(m, &x));
+    if (m->la_w >= 0 || m->cfg.n_fc > 0)
+        IN_RANGE(m, "lookahead+fc fwd", -1, head_forward(m, &x));
     IN_RANGE(m, "output fwd", -1, out_forward(m, x));
     return DS_OK;
 }
@@ -245,23 +246,32 @@ static void head_input(ds_model *m, int k, const void **x, void **dx)
     }
 }
 
-/* Output FC, output BN, hidden FCs and lookahead; leaves the gradient of the
- * last RNN layer's output in its dy. */
-static ds_status head_backward(ds_model *m)
+/* Output FC and output BN: the gradient of their input into the last
+ * hidden FC's, the lookahead's or the last RNN layer's dy. */
+static ds_status out_backward(ds_model *m)
 {
-    const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
-    const size_t rows = (size_t)T * m->n;
-    const int *len = ds_m_len(m, m->cfg.n_conv);
-    const rnn_layer *last = &m->rnn[m->cfg.rnn_layers - 1];
+    const int T = ds_model_batch_out_frames(m);
     const void *x;
     void *dx;
-    DS_TRY(m->op->linear_bwd(m->ctx, (int)rows, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
+    DS_TRY(m->op->linear_bwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
                              ds_m_param(m, m->out_w), ds_m_dact(m, m->dlogits),
                              ds_m_dact(m, m->out_dz), ds_m_grad(m, m->out_w), NULL));
     head_input(m, m->cfg.n_fc, &x, &dx);
     const ds_view v = seq_view(m->n, m->d_out, T);
-    DS_TRY(bn_backward(m, &m->out_bn, &v, len, m->seq_count, x, ds_m_dact(m, m->out_dz), dx));
-    DS_TRY(ready(m, m->out_bn.gamma));
+    DS_TRY(bn_backward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
+                       ds_m_dact(m, m->out_dz), dx));
+    return ready(m, m->out_bn.gamma);
+}
+
+/* Hidden FCs and lookahead; leaves the gradient of the last RNN layer's
+ * output in its dy. */
+static ds_status head_backward(ds_model *m)
+{
+    const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
+    const size_t rows = (size_t)T * m->n;
+    const rnn_layer *last = &m->rnn[m->cfg.rnn_layers - 1];
+    const void *x;
+    void *dx;
     for (int k = m->cfg.n_fc - 1; k >= 0; k--) {
         const fc_layer *l = &m->fc[k];
         head_input(m, k, &x, &dx);
@@ -324,7 +334,9 @@ ds_status ds_model_backward(ds_model *m)
 {
     if (!m->have_dlogits)
         return DS_FAIL(DS_ERR_ARG, "backward needs a forward and ds_model_loss(want_grad=1) first");
-    IN_RANGE(m, "output+fc+lookahead bwd", -1, head_backward(m));
+    IN_RANGE(m, "output bwd", -1, out_backward(m));
+    if (m->la_w >= 0 || m->cfg.n_fc > 0)
+        IN_RANGE(m, "lookahead+fc bwd", -1, head_backward(m));
     for (int j = m->cfg.rnn_layers - 1; j >= 0; j--)
         IN_RANGE(m, "rnn bwd ", j, rnn_backward(m, j));
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Scaling sweep: the same dstrain benchmark at 1, 2, 4, ... GPUs (doubling up
 # to DSTRAIN_SWEEP_MAX), one Slurm job per count running jobs/slurm/train.sbatch
-# (or train-mpirun.sbatch), every job's metrics in one directory, and a final
+# (or train-mpirun.sbatch), every job's results in one directory, and a final
 # job (dependency afterany on all of them) that writes the summary table:
-# samples/s per GPU count, per GPU, and the efficiency against the smallest count.
+# samples/s per GPU count, per GPU, speedup and efficiency.
 #
 #   jobs/slurm/sweep.sh              submit; prints the directory and the job ids
-#   jobs/slurm/sweep.sh gather DIR   (re)write DIR/summary.tsv and DIR/summary.txt
-#                                    from DIR's metrics and print the table; the
-#                                    final job runs this, you may run it any time
+#   jobs/slurm/sweep.sh gather DIR   (re)write the summary from DIR's results and
+#                                    print the table; the final job runs this, you
+#                                    may run it any time
 #
-# DIR holds, per count G (3 digits): metrics-gG.jsonl (the job's dstrain --log),
+# Two kinds (DSTRAIN_SWEEP_KIND):
+#   bench  each job runs `dstrain bench` (DSTRAIN_COMMAND=bench in train.sbatch:
+#          warm-up steps left out, DSTRAIN_STEPS timed steps, median samples/s)
+#          and rank 0 writes DIR/bench-gGGG.json; gather runs bench/scaling-report
+#          DIR: DIR/scaling.tsv and scaling.json (GPUs, samples/s, per GPU,
+#          speedup = thr_N / thr_1, efficiency = speedup / N), and the PNGs
+#          scaling-speedup.png / scaling-efficiency.png when gnuplot is there.
+#          The one to benchmark with.
+#   train  (the default) each job runs `dstrain train --log DIR/metrics-gGGG.jsonl`;
+#          gather writes DIR/summary.tsv and summary.txt from the steps after
+#          DSTRAIN_SWEEP_WARMUP (mean step time; efficiency = per-GPU rate
+#          against the smallest count). Checks that training runs at every count.
+# gather picks the kind from DIR (bench-g*.json present: bench).
+#
+# DIR holds, per count G (3 digits): bench-gG.json or metrics-gG.jsonl,
 # slurm-gG-JOBID.out (its console), job-JOBID.txt (its command); sweep.tsv
 # (gpus, nodes, job id of every job submitted), gather-JOBID.out and the summary.
 #
 # Environment (all optional):
+#   DSTRAIN_SWEEP_KIND    bench or train (train)
 #   DSTRAIN_SWEEP_MAX     largest count (64); counts are 1, 2, 4, ... <= it
 #   DSTRAIN_SWEEP_MIN     smallest count (1)
 #   GPUS_PER_NODE         GPUs per node: a count G runs on ceil(G / GPUS_PER_NODE) nodes with
@@ -31,18 +46,38 @@
 #                         (e.g. "--exclusive --time=00:30:00"); for every job, the final one
 #                         too, use sbatch's SBATCH_PARTITION, SBATCH_ACCOUNT, SBATCH_TIMELIMIT
 #   DSTRAIN, DSTRAIN_MODEL, DSTRAIN_DATA, DSTRAIN_BATCH (per GPU), DSTRAIN_STEPS,
-#   DSTRAIN_PRECISION, DSTRAIN_DEVICE, DSTRAIN_ARGS, MPI_ARGS, ...: passed to every job,
-#                         see jobs/slurm/train.sbatch (DSTRAIN_OUT and DSTRAIN_LOG are set here)
-# A real benchmark, e.g.: GPUS_PER_NODE=8 DSTRAIN_MODEL=ds2 DSTRAIN_PRECISION=fp16
-#   DSTRAIN_BATCH=32 DSTRAIN_STEPS=100 SBATCH_ARGS=--exclusive jobs/slurm/sweep.sh
+#   DSTRAIN_WARMUP (bench), DSTRAIN_PRECISION, DSTRAIN_DEVICE, DSTRAIN_ARGS, MPI_ARGS, ...:
+#                         passed to every job, see jobs/slurm/train.sbatch (DSTRAIN_OUT,
+#                         DSTRAIN_LOG, DSTRAIN_COMMAND and DSTRAIN_BENCH_OUT are set here)
+#   PYTHON                the python for bench/scaling-report (/usr/bin/python3; stdlib only)
+# A real benchmark, e.g.: DSTRAIN_SWEEP_KIND=bench GPUS_PER_NODE=8 DSTRAIN_MODEL=ds2
+#   DSTRAIN_PRECISION=fp16 DSTRAIN_BATCH=32 DSTRAIN_STEPS=100 DSTRAIN_MAX_FRAMES=1700
+#   DSTRAIN_ARGS="--length-dist librispeech" SBATCH_ARGS=--exclusive jobs/slurm/sweep.sh
 set -euo pipefail
 die() { echo "sweep.sh: $*" >&2; exit 1; }
+
+# gather_bench DIR: bench/scaling-report over DIR's bench-g*.json, told the
+# counts sweep.tsv lists (a count without a file is a "missing" row); exits 1
+# when a count is missing or not ok.
+gather_bench() {
+  local dir=$1 here counts
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  local repo=${DSTRAIN_REPO:-$(cd "$here/../.." && pwd)}
+  local report=$repo/bench/scaling-report
+  [ -f "$report" ] || die "$report: not found (set DSTRAIN_REPO to the checkout)"
+  counts=$(awk -F'\t' 'NR > 1 { printf "%s%s", sep, $1; sep = "," }' "$dir/sweep.tsv" 2>/dev/null || true)
+  "${PYTHON:-/usr/bin/python3}" "$report" "$dir" ${counts:+--expect "$counts"}
+}
 
 # gather DIR: the summary table from DIR's metrics files; exits 1 when a count
 # has no metrics or its job printed no 'done:' line.
 gather() {
   local dir=$1 warm=${DSTRAIN_SWEEP_WARMUP:-5} f g nodes out status row
   [ -d "$dir" ] || die "$dir: no such directory"
+  if [ "${DSTRAIN_SWEEP_KIND:-}" = bench ] || compgen -G "$dir/bench-g*.json" >/dev/null; then
+    gather_bench "$dir"
+    return
+  fi
   local rows=()
   if [ -f "$dir/sweep.tsv" ]; then
     while read -r g nodes _; do rows+=("$g $nodes"); done < <(grep -v '^gpus' "$dir/sweep.tsv")
@@ -100,6 +135,8 @@ fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self=$here/$(basename "${BASH_SOURCE[0]}")
+kind=${DSTRAIN_SWEEP_KIND:-train}
+case $kind in train|bench) ;; *) die "DSTRAIN_SWEEP_KIND: train or bench, not '$kind'" ;; esac
 case ${DSTRAIN_SWEEP_LAUNCHER:-srun} in
   srun) script=$here/train.sbatch ;;
   mpirun) script=$here/train-mpirun.sbatch ;;
@@ -113,6 +150,7 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 read -r -a extra <<<"${SBATCH_ARGS:-}"
 export DSTRAIN_REPO=${DSTRAIN_REPO:-$(cd "$here/../.." && pwd)} DSTRAIN_OUT=$dir
+export DSTRAIN_SWEEP_KIND=$kind DSTRAIN_COMMAND=$kind
 
 printf 'gpus\tnodes\tjob\n' >"$dir/sweep.tsv"
 ids=() prev=
@@ -126,7 +164,9 @@ for ((g = min; g <= max; g *= 2)); do
   fi
   [ -n "${CPUS_PER_TASK:-}" ] && opts+=(--cpus-per-task="$CPUS_PER_TASK")
   [ "${DSTRAIN_SWEEP_SERIAL:-0}" = 1 ] && [ -n "$prev" ] && opts+=(--dependency="afterany:$prev")
-  id=$(DSTRAIN_LOG=$(printf '%s/metrics-g%03d.jsonl' "$dir" "$g") sbatch "${opts[@]}" "${extra[@]}" "$script")
+  id=$(DSTRAIN_LOG=$(printf '%s/metrics-g%03d.jsonl' "$dir" "$g") \
+       DSTRAIN_BENCH_OUT=$(printf '%s/bench-g%03d.json' "$dir" "$g") \
+       sbatch "${opts[@]}" "${extra[@]}" "$script")
   id=${id%%;*}
   ids+=("$id") prev=$id
   printf '%d\t%d\t%s\n' "$g" "$nodes" "$id" >>"$dir/sweep.tsv"
@@ -145,5 +185,9 @@ if [ "${DSTRAIN_SWEEP_WAIT:-0}" = 1 ]; then
   exit "$rc"
 fi
 id=$(sbatch "${gopts[@]}" "$self" gather "$dir")
-echo "sweep.sh: summary job ${id%%;*} writes $dir/summary.tsv when all are done"
+if [ "$kind" = bench ]; then
+  echo "sweep.sh: summary job ${id%%;*} writes $dir/scaling.tsv when all are done"
+else
+  echo "sweep.sh: summary job ${id%%;*} writes $dir/summary.tsv when all are done"
+fi
 echo "sweep.sh: or any time: $self gather $dir"

@@ -11,10 +11,16 @@ int ds_cli_version(void);
 int ds_cli_eval(int argc, char **argv);
 int ds_cli_transcribe(int argc, char **argv);
 int ds_cli_prep(int argc, char **argv);
+int ds_cli_bench(int argc, char **argv);
 
 /* --model NAME or --config FILE into cfg; prints the error and returns 1 on
  * failure. */
 int ds_cli_load_model(const char *preset, const char *config_file, ds_model_cfg *cfg);
+/* Whole-string number in [lo, hi] (NaN refused) for --flag of dstrain cmd;
+ * prints the error and returns -1 otherwise. */
+int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* fp32 | fp64 | fp16 | bf16 for --flag of dstrain cmd; -1 (printed) otherwise. */
+int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out);
 /* Prints the status and recorded error as "dstrain CMD: ...". */
 int ds_cli_fail(const char *cmd, ds_status st);
 

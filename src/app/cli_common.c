@@ -4,6 +4,8 @@
 #include <hdf5.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "build_info.h"
@@ -12,6 +14,30 @@
 
 /* OpenBLAS reports its build; declared here as cblas.h of other BLAS lacks it. */
 char *openblas_get_config(void);
+
+int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    *out = strtod(s, &end);
+    if (end == s || *end || !(*out >= lo && *out <= hi)) {   /* NaN fails both */
+        fprintf(stderr, "dstrain %s: --%s %s: expected a number in [%g, %g]\n", cmd, flag, s, lo, hi);
+        return -1;
+    }
+    return 0;
+}
+
+int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out)
+{
+    static const struct { const char *name; ds_dtype dt; } p[] = {
+        {"fp32", DS_F32}, {"fp64", DS_F64}, {"fp16", DS_F16}, {"bf16", DS_BF16}};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (!strcmp(s, p[i].name)) {
+            *out = p[i].dt;
+            return 0;
+        }
+    fprintf(stderr, "dstrain %s: --%s %s: expected fp32, fp64, fp16 or bf16\n", cmd, flag, s);
+    return -1;
+}
 
 int ds_cli_fail(const char *cmd, ds_status st)
 {

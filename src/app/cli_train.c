@@ -101,30 +101,14 @@ static const struct option train_options[] = {
     {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
     {0, 0, 0, 0}};
 
-/* Whole-string numeric parsing; the flag name goes into the error. */
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
 {
-    char *end;
-    *out = strtod(s, &end);
-    if (end == s || *end || !(*out >= lo && *out <= hi)) {   /* NaN fails both */
-        fprintf(stderr, "dstrain train: --%s %s: expected a number in [%g, %g]\n", flag, s, lo, hi);
-        return -1;
-    }
-    return 0;
+    return ds_cli_num("train", flag, s, lo, hi, out);
 }
 
-/* fp32 | fp64 | fp16 | bf16 for the flag named flag. */
 static int parse_precision(const char *flag, const char *s, ds_dtype *out)
 {
-    static const struct { const char *name; ds_dtype dt; } p[] = {
-        {"fp32", DS_F32}, {"fp64", DS_F64}, {"fp16", DS_F16}, {"bf16", DS_BF16}};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-        if (!strcmp(s, p[i].name)) {
-            *out = p[i].dt;
-            return 0;
-        }
-    fprintf(stderr, "dstrain train: --%s %s: expected fp32, fp64, fp16 or bf16\n", flag, s);
-    return -1;
+    return ds_cli_precision("train", flag, s, out);
 }
 
 static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, double *timeout)

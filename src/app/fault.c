@@ -20,6 +20,10 @@ int ds_inject_fault(int my_rank, long step)
         return 1;
     if (!strcmp(kind, "exit"))
         _exit(7);
+    if (!strcmp(kind, "slow")) {   /* the step takes half a second longer (bench's tests) */
+        usleep(500000);
+        return 0;
+    }
     for (;;)
         pause();
 }

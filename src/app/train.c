@@ -15,7 +15,7 @@
 #include "evaluate.h"
 #include "train_run.h"
 
-static void run_close(run_state *r)
+void ds_run_close(run_state *r)
 {
     ds_log_close(&r->log);
     ds_run_close_data(r);
@@ -64,7 +64,7 @@ static void report_memory(run_state *r)
              c.bytes_in_use / 1048576.0, c.bytes_peak / 1048576.0);
 }
 
-static ds_status run_open(const ds_train_opts *o, run_state *r)
+ds_status ds_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
     r->o = o;
@@ -215,7 +215,7 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     res->val_cer = res->val_wer = res->val_loss = res->last_cer = -1;
     run_state r;
     ds_status st;
-    DS_TRY_GOTO(st, run_open(o, &r), out);
+    DS_TRY_GOTO(st, ds_run_open(o, &r), out);
     long step = 0;
     for (int epoch = 0; step < r.total; epoch++) {
         const ds_batch *b;
@@ -238,6 +238,6 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     res->mem_in_use = c.bytes_in_use;
     res->mem_peak = c.bytes_peak;
 out:
-    run_close(&r);
+    ds_run_close(&r);
     return st;
 }

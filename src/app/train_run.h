@@ -50,6 +50,12 @@ typedef struct {
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
 
+/* train.c: the backend, data, model, optimizer, stepper and ranks of a run
+ * of o, every buffer planned (dstrain bench times steps on one of these);
+ * close frees what open made, also after a failed open. */
+ds_status ds_run_open(const ds_train_opts *o, run_state *r);
+void ds_run_close(run_state *r);
+
 /* train_data.c */
 ds_status ds_run_open_data(run_state *r, ds_model_limits *lim);
 ds_status ds_run_epoch_begin(run_state *r, int epoch);
@@ -65,9 +71,10 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
 /* Stops the run, naming the ranks whose parameters differ from rank 0's. */
 ds_status ds_run_check_sync(run_state *r, long step);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang|inf:RANK:STEP makes that rank exit or
- * hang before that step, or returns 1 (inf) for an Inf in that step's
- * gradients on that rank, for the tests of what the other ranks do then. */
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow:RANK:STEP makes that rank exit,
+ * hang or sleep 0.5 s before that step (steps count from 1), or returns 1
+ * (inf) for an Inf in that step's gradients on that rank, for the tests of
+ * what the other ranks do then (slow: of what bench times). */
 int ds_inject_fault(int rank, long step);
 
 #endif

@@ -7,11 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <cblas.h>
 
 #include "../convert.h"
 #include "cpu_ctx.h"
 
 char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
+int openblas_get_num_threads(void);
 
 struct ds_event { int recorded; };
 
@@ -31,11 +35,14 @@ static int cpu_device_count(void) { return 1; }
 
 static ds_status cpu_ctx_create(int device, const ds_ctx_opts *opts, ds_ctx **out)
 {
-    (void)opts;   /* every CPU op is deterministic and computes in its own dtype */
+    /* every CPU op is deterministic and computes in its own dtype: only the limit matters */
     if (device != 0)
         return DS_FAIL(DS_ERR_ARG, "the cpu backend has one device, 0; asked for %d", device);
     *out = calloc(1, sizeof **out);
-    return *out ? DS_OK : DS_FAIL(DS_ERR_MEM, "cpu context");
+    if (!*out)
+        return DS_FAIL(DS_ERR_MEM, "cpu context");
+    (*out)->mem_limit = opts ? opts->mem_limit : 0;
+    return DS_OK;
 }
 
 static void cpu_ctx_destroy(ds_ctx *c)
@@ -46,7 +53,14 @@ static void cpu_ctx_destroy(ds_ctx *c)
         free(c->scratch[k]);
         note_in_use(-(long)(c->scratch_cap[k] * sizeof(float)));
     }
+    ds_range_log_free(&c->ranges);
     free(c);
+}
+
+/* An allocation of bytes more would take the process past c's limit. */
+static int over_limit(const ds_ctx *c, size_t bytes)
+{
+    return c->mem_limit > 0 && atomic_load(&counts.in_use) + bytes > c->mem_limit;
 }
 
 /* Growth is an allocation like any other: counted, and in the memory in use. */
@@ -55,6 +69,8 @@ float *ds_cpu_scratch(ds_ctx *c, int k, size_t count)
     if (count <= c->scratch_cap[k])
         return c->scratch[k];
     const size_t bytes = round_up(count * sizeof(float));
+    if (over_limit(c, bytes - c->scratch_cap[k] * sizeof(float)))
+        return NULL;
     float *p = aligned_alloc(DS_ALIGN_BYTES, bytes);
     if (!p)
         return NULL;
@@ -76,8 +92,11 @@ static void note_in_use(long delta)
 
 static ds_status cpu_alloc(ds_ctx *c, ds_dtype t, size_t count, void **out)
 {
-    (void)c;
     const size_t bytes = round_up(count * ds_dtype_size(t));
+    if (over_limit(c, bytes))
+        return DS_FAIL(DS_ERR_MEM, "out of memory: %zu elements of %s (%.1f MiB) would take the "
+                       "process past its limit of %.1f MiB (--mem-limit)", count, ds_dtype_name(t),
+                       bytes / 1048576.0, c->mem_limit / 1048576.0);
     char *base = aligned_alloc(DS_ALIGN_BYTES, DS_ALIGN_BYTES + bytes);
     if (!base)
         return DS_FAIL(DS_ERR_MEM, "cannot allocate %zu elements of %s (%zu bytes)", count,
@@ -196,8 +215,83 @@ static void cpu_describe(char *buf, size_t size)
     snprintf(buf, size, "cpu:      %s", openblas_get_config());
 }
 
-static void cpu_range_push(ds_ctx *c, const char *name) { (void)c, (void)name; }
-static void cpu_range_pop(ds_ctx *c) { (void)c; }
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Ops run as they are called, so the clock at push and pop times the range. */
+static void cpu_range_push(ds_ctx *c, const char *name)
+{
+    if (!ds_range_log_on(&c->ranges))
+        return;
+    int k = ds_range_log_push(&c->ranges, name);
+    if (k >= 0)   /* a range read while still open ends where it starts */
+        c->ranges.slot[k].start_ms = c->ranges.slot[k].end_ms = now_ms();
+}
+
+static void cpu_range_pop(ds_ctx *c)
+{
+    if (!ds_range_log_on(&c->ranges))
+        return;
+    int k = ds_range_log_pop(&c->ranges);
+    if (k >= 0)
+        c->ranges.slot[k].end_ms = now_ms();
+}
+
+static ds_status cpu_range_timing(ds_ctx *c, int capacity)
+{
+    ds_range_log_free(&c->ranges);
+    return capacity > 0 ? ds_range_log_init(&c->ranges, capacity) : DS_OK;
+}
+
+static ds_status cpu_range_times(ds_ctx *c, ds_range_time *out, int max, int *n, int *lost)
+{
+    if (!ds_range_log_on(&c->ranges))
+        return DS_FAIL(DS_ERR_ARG, "range_times: range timing is off");
+    ds_range_log_take(&c->ranges, out, max, n, lost);
+    return DS_OK;
+}
+
+/* The BLAS's GEMM rate on the calling threads: square products big enough
+ * to reach its peak, one to warm up, the best of three timed. FP16/BF16 are
+ * emulated in float, so their peak is sgemm's. */
+static double cpu_peak_flops(ds_ctx *c, ds_dtype t, int tf32, char *how, size_t how_size)
+{
+    (void)c, (void)tf32;
+    const int dbl = t == DS_F64, n = dbl ? 1536 : 2048;
+    const size_t elem = dbl ? sizeof(double) : sizeof(float), nn = (size_t)n * n;
+    char *buf = calloc(3 * nn, elem);
+    if (!buf) {
+        snprintf(how, how_size, "not measured: no memory for %d x %d matrices", n, n);
+        return 0;
+    }
+    for (size_t i = 0; i < 2 * nn; i++)   /* values that neither overflow nor denormalise */
+        if (dbl)
+            ((double *)buf)[i] = 1.0 / (1 + i % 7);
+        else
+            ((float *)buf)[i] = 1.0f / (1 + i % 7);
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        const double t0 = now_ms();
+        if (dbl)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, (double *)buf, n,
+                        (double *)buf + nn, n, 0, (double *)buf + 2 * nn, n);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, (float *)buf, n,
+                        (float *)buf + nn, n, 0, (float *)buf + 2 * nn, n);
+        const double rate = 2.0 * n * nn / ((now_ms() - t0) / 1e3);
+        if (rep > 0 && rate > best)
+            best = rate;
+    }
+    free(buf);
+    snprintf(how, how_size, "%s %dx%dx%d measured (best of 3), %d thread%s", dbl ? "dgemm" : "sgemm",
+             n, n, n, openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+    return best;
+}
+
 static void *cpu_native_queue(ds_ctx *c) { (void)c; return NULL; }
 
 const ds_backend ds_cpu_backend = {
@@ -228,4 +322,9 @@ const ds_backend ds_cpu_backend = {
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
     .native_queue = cpu_native_queue,
+    .range_timing = cpu_range_timing,
+    .range_times = cpu_range_times,
+    .peak_flops = cpu_peak_flops,
+    .kernel_profile_start = NULL,   /* no kernels: --profile layers is the CPU's profile */
+    .kernel_profile_stop = NULL,
 };

@@ -6,11 +6,14 @@
 #include <stddef.h>
 
 #include "../backend.h"
+#include "../range_log.h"
 
 enum { DS_CPU_SCRATCH_SLOTS = 8 };   /* the most compute-role tensors one op touches */
 
 struct ds_ctx {
     int device;
+    size_t mem_limit;           /* bytes; 0: none (ds_ctx_opts.mem_limit) */
+    ds_range_log ranges;        /* --profile layers: the clock at each range's push and pop */
     float *scratch[DS_CPU_SCRATCH_SLOTS];
     size_t scratch_cap[DS_CPU_SCRATCH_SLOTS];   /* floats */
 };

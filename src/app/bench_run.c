@@ -1,0 +1,332 @@
+/* bench_run.c - one benchmark configuration: a run opened as training opens
+ * it, warm-up steps, then timed steps, each from one collect to the next:
+ * train steps are pipelined as in training (step k+1 is queued before step k
+ * is read), forward steps read their loss before the next. Synthetic batches
+ * are drawn before the clock starts, so drawing them is not timed. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "train_run.h"
+
+#define POOL 4             /* synthetic global batches, used in turn */
+#define RANGE_SLOTS 4096   /* timed ranges per step at most */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct {
+    const ds_bench_cfg *c;
+    ds_bench_result *res;
+    run_state r;
+    ds_batch global[POOL], share[POOL];
+    int n_pool;
+    ds_range_time *ranges;        /* [RANGE_SLOTS] */
+    FILE *trace;                  /* --trace on a backend without a kernel profiler */
+    double t_timed0;              /* when the timed steps began */
+    int trace_events;
+} bench_state;
+
+/* ---- batches ---- */
+
+static ds_status draw_pool(bench_state *s)
+{
+    const ds_train_opts *o = &s->c->run;
+    ds_rng rng;
+    ds_rng_seed(&rng, o->seed ^ 0xbe4cULL);
+    const int global = o->batch * s->r.ranks, labels = ds_synthetic_max_labels(&o->model, o->max_frames);
+    s->n_pool = s->c->warmup + s->c->steps + 1 < POOL ? s->c->warmup + s->c->steps + 1 : POOL;
+    for (int k = 0; k < s->n_pool; k++) {
+        DS_TRY(ds_batch_alloc(&s->global[k], global, o->max_frames, o->model.n_features, global * labels));
+        DS_TRY(ds_synthetic_batch_dist(&rng, &o->model, global, o->max_frames, s->c->dist, &s->global[k]));
+        if (s->r.ranks == 1)
+            continue;
+        DS_TRY(ds_batch_alloc(&s->share[k], o->batch, o->max_frames, o->model.n_features, global * labels));
+        DS_TRY(ds_batch_alloc_global(&s->share[k], global));
+        DS_TRY(ds_batch_slice(&s->global[k], s->r.rank * o->batch, o->batch, &s->share[k]));
+        s->share[k].n_global = global;
+        memcpy(s->share[k].global_lengths, s->global[k].lengths, (size_t)global * sizeof(int));
+    }
+    return DS_OK;
+}
+
+/* Step k's batch (this rank's share); *global_b the whole global batch when
+ * it is known (synthetic), else NULL. */
+static ds_status next_batch(bench_state *s, long k, const ds_batch **b, const ds_batch **global_b)
+{
+    if (s->n_pool) {
+        const int i = (int)(k % s->n_pool);
+        *global_b = &s->global[i];
+        *b = s->r.ranks == 1 ? &s->global[i] : &s->share[i];
+        return DS_OK;
+    }
+    *global_b = NULL;
+    DS_TRY(ds_run_next_batch(&s->r, b));
+    if (!*b) {   /* the epoch ran out: begin another */
+        DS_TRY(ds_run_epoch_begin(&s->r, (int)(k + 1)));
+        DS_TRY(ds_run_next_batch(&s->r, b));
+        if (!*b)
+            return DS_FAIL(DS_ERR_ARG, "the data gives no batch of %d", s->c->run.batch);
+    }
+    return DS_OK;
+}
+
+/* What the timed steps processed: frames, audio and FLOPs of the global batch. */
+static void count_batch(bench_state *s, const ds_batch *b, const ds_batch *global_b)
+{
+    const int *len = global_b ? global_b->lengths : b->n_global ? b->global_lengths : b->lengths;
+    const int n = global_b ? global_b->n : b->n_global ? b->n_global : b->n;
+    long frames = 0;
+    for (int i = 0; i < n; i++)
+        frames += len[i];
+    s->res->frames_per_step += frames;
+    s->res->audio_s += frames * s->r.feat.window_stride_s;
+    s->res->flops_per_step += ds_bench_flops(&s->c->run.model, len, n, s->c->mode);
+}
+
+/* ---- layers ---- */
+
+/* "conv fwd 2" -> layer "conv 2", forward; names without fwd/bwd are phases. */
+static int layer_of(const char *name, char *layer, size_t size, int *bwd)
+{
+    const char *p = strstr(name, " fwd");
+    *bwd = 0;
+    if (!p) {
+        p = strstr(name, " bwd");
+        *bwd = 1;
+    }
+    if (!p)
+        return 0;
+    snprintf(layer, size, "%.*s%s", (int)(p - name), name, p + 4);
+    return 1;
+}
+
+static void add_layer(ds_bench_result *res, const char *layer, int bwd, double ms)
+{
+    int i = 0;
+    while (i < res->n_layers && strcmp(res->layers[i].name, layer))
+        i++;
+    if (i == res->n_layers) {
+        if (i == DS_BENCH_LAYERS)
+            return;
+        snprintf(res->layers[i].name, sizeof res->layers[i].name, "%s", layer);
+        res->n_layers++;
+    }
+    if (bwd)
+        res->layers[i].bwd_ms += ms;
+    else
+        res->layers[i].fwd_ms += ms;
+}
+
+static void add_phase(ds_bench_result *res, const char *name, double ms)
+{
+    int i = 0;
+    while (i < res->n_phases && strcmp(res->phases[i].name, name))
+        i++;
+    if (i == res->n_phases) {
+        if (i == DS_BENCH_PHASES)
+            return;
+        snprintf(res->phases[i].name, sizeof res->phases[i].name, "%s", name);
+        res->n_phases++;
+    }
+    res->phases[i].ms += ms;
+}
+
+static void trace_range(bench_state *s, const ds_range_time *t, double step_at_ms)
+{
+    fprintf(s->trace, "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+            "\"pid\":1,\"tid\":%d}", s->trace_events++ ? ",\n" : "", t->name,
+            t->depth ? "layer" : "phase", (step_at_ms + t->start_ms) * 1e3,
+            (t->end_ms - t->start_ms) * 1e3, 1 + t->depth);
+}
+
+/* Adds one step's timed ranges: layers (fwd/bwd pairs) and phases. */
+static ds_status read_ranges(bench_state *s, double step_at_ms)
+{
+    const ds_backend *be = s->r.be;
+    int n, lost;
+    DS_TRY(be->range_times(s->r.ctx, s->ranges, RANGE_SLOTS, &n, &lost));
+    if (lost)
+        return DS_FAIL(DS_ERR_ARG, "--profile layers: %d ranges of one step were not timed", lost);
+    for (int i = 0; i < n; i++) {
+        const ds_range_time *t = &s->ranges[i];
+        char layer[48];
+        int bwd;
+        if (layer_of(t->name, layer, sizeof layer, &bwd))
+            add_layer(s->res, layer, bwd, t->end_ms - t->start_ms);
+        else if (t->depth > 0)   /* inside a phase, not a layer pair: the CTC loss */
+            add_layer(s->res, t->name, 0, t->end_ms - t->start_ms);
+        else
+            add_phase(s->res, t->name, t->end_ms - t->start_ms);
+        if (s->trace)
+            trace_range(s, t, step_at_ms);
+    }
+    return DS_OK;
+}
+
+/* ---- steps ---- */
+
+static ds_status forward_step(bench_state *s, const ds_batch *b)
+{
+    ds_model *m = s->r.model;
+    ds_loss loss;
+    DS_TRY(ds_model_set_batch(m, b));
+    if (b->n_global > 0)
+        DS_TRY(ds_model_set_global_batch(m, b->global_lengths, b->n_global));
+    DS_RANGED(s->r.be, s->r.ctx, "forward", ds_model_forward(m, 1));
+    DS_RANGED(s->r.be, s->r.ctx, "loss", ds_model_loss(m, 0));
+    return ds_model_read_loss(m, &loss, NULL);   /* waits for the step */
+}
+
+/* Steps 0..total-1; step k (k >= warmup) takes from the end of step k-1 to
+ * its own end. Train steps: launching k+1 before reading k, as training
+ * does, so the time between two reads is one step of the queue. */
+static ds_status run_steps(bench_state *s)
+{
+    const ds_bench_cfg *c = s->c;
+    const ds_backend *be = s->r.be;
+    const long total = c->warmup + c->steps;
+    const int pipelined = c->mode == DS_BENCH_TRAIN && c->profile == DS_PROFILE_NONE;
+    double t_prev = now_ms();
+    for (long k = 0; k <= total; k++) {
+        const int timed = k >= c->warmup && k < total;
+        if (k == c->warmup) {   /* the profilers start with the first timed step */
+            if (c->profile != DS_PROFILE_NONE)
+                DS_TRY(be->range_timing(s->r.ctx, RANGE_SLOTS));
+            if (c->profile == DS_PROFILE_KERNELS)
+                DS_TRY(be->kernel_profile_start(s->r.ctx));
+            s->t_timed0 = now_ms();
+        }
+        const ds_batch *b = NULL, *gb = NULL;
+        if (k < total || pipelined)   /* a pipelined run queues one step past the last */
+            DS_TRY(next_batch(s, k, &b, &gb));
+        if (k < total && ds_inject_fault(s->r.rank, k + 1))
+            return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf is for dstrain train");
+        const double step_at = now_ms() - s->t_timed0;
+        if (c->mode == DS_BENCH_FORWARD) {
+            if (k < total)
+                DS_TRY(forward_step(s, b));
+        } else {
+            if (b)
+                DS_TRY(ds_stepper_launch(s->r.stepper, b, ds_optim_lr(&s->r.ocfg, k, 0)));
+            ds_step_out out;
+            if (ds_stepper_pending(s->r.stepper) > (pipelined ? 1 : 0))
+                DS_TRY(ds_stepper_collect(s->r.stepper, &out));
+        }
+        if (k == total)
+            break;
+        const double t = now_ms();   /* step k (pipelined: the queue's step) is done */
+        if (timed) {
+            s->res->step_ms[s->res->n_steps++] = t - t_prev;
+            count_batch(s, b, gb);
+            if (c->profile != DS_PROFILE_NONE)
+                DS_TRY(read_ranges(s, step_at));
+        }
+        t_prev = t;
+    }
+    while (ds_stepper_pending(s->r.stepper) > 0) {
+        ds_step_out out;
+        DS_TRY(ds_stepper_collect(s->r.stepper, &out));
+    }
+    return DS_OK;
+}
+
+/* Means per timed step; the kernel profile and the peak. */
+static ds_status finish(bench_state *s)
+{
+    ds_bench_result *res = s->res;
+    const ds_backend *be = s->r.be;
+    const int n = res->n_steps;
+    res->frames_per_step /= n;
+    res->flops_per_step /= n;
+    for (int i = 0; i < res->n_layers; i++) {
+        res->layers[i].fwd_ms /= n;
+        res->layers[i].bwd_ms /= n;
+    }
+    for (int i = 0; i < res->n_phases; i++)
+        res->phases[i].ms /= n;
+    if (s->c->profile == DS_PROFILE_KERNELS)
+        DS_TRY(be->kernel_profile_stop(s->r.ctx, s->c->trace_path, res->kernels, DS_BENCH_KERNELS,
+                                       &res->n_kernels));
+    if (s->c->profile != DS_PROFILE_NONE)
+        DS_TRY(be->range_timing(s->r.ctx, 0));
+    ds_backend_counters cnt;
+    be->counters(s->r.ctx, &cnt);
+    res->mem_bytes = cnt.bytes_in_use;
+    if (s->c->measure_peak)
+        res->peak_flops = be->peak_flops(s->r.ctx, s->c->run.precision, s->c->run.compute.tf32,
+                                         res->peak_how, sizeof res->peak_how);
+    return DS_OK;
+}
+
+static ds_status bench(bench_state *s)
+{
+    const ds_bench_cfg *c = s->c;
+    DS_TRY(ds_run_open(&c->run, &s->r));
+    if (c->profile == DS_PROFILE_KERNELS && !s->r.be->kernel_profile_start)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "--profile kernels: the %s backend has no kernel "
+                       "profiler (--profile layers times its layers)", s->r.be->name);
+    s->res->ranks = s->r.ranks;
+    s->res->global_batch = c->run.batch * s->r.ranks;
+    if (!c->run.train_path)
+        DS_TRY(draw_pool(s));
+    if (c->run.train_path)
+        DS_TRY(ds_run_epoch_begin(&s->r, 0));
+    if (c->profile == DS_PROFILE_LAYERS && c->trace_path && s->r.rank == 0) {
+        s->trace = fopen(c->trace_path, "w");
+        if (!s->trace)
+            return DS_FAIL(DS_ERR_IO, "%s: cannot write the trace", c->trace_path);
+        fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", s->trace);
+    }
+    DS_TRY(run_steps(s));
+    if (s->trace) {
+        FILE *f = s->trace;
+        s->trace = NULL;
+        fputs("\n]}\n", f);
+        if (ferror(f) | fclose(f))
+            return DS_FAIL(DS_ERR_IO, "%s: writing the trace failed", c->trace_path);
+    }
+    return finish(s);
+}
+
+ds_status ds_bench_run(const ds_bench_cfg *c, ds_bench_result *res)
+{
+    *res = (ds_bench_result){.status = DS_OK};
+    if (c->warmup < 1 || c->steps < 1)
+        return DS_FAIL(DS_ERR_ARG, "bench: --warmup must be 1 or more (it starts the clock) and "
+                       "--steps 1 or more");
+    res->step_ms = calloc((size_t)c->steps, sizeof *res->step_ms);
+    bench_state s = {.c = c, .res = res};
+    s.ranges = calloc(RANGE_SLOTS, sizeof *s.ranges);
+    if (!res->step_ms || !s.ranges) {
+        free(s.ranges);
+        return DS_FAIL(DS_ERR_MEM, "bench: step times");
+    }
+    ds_status st = bench(&s);
+    if (st == DS_ERR_MEM) {   /* did not fit: a result, not a failure */
+        res->status = DS_ERR_MEM;
+        snprintf(res->error, sizeof res->error, "%s", ds_last_error());
+        ds_clear_error();
+        st = DS_OK;
+    }
+    if (s.trace)
+        fclose(s.trace);
+    for (int k = 0; k < POOL; k++) {
+        ds_batch_free(&s.global[k]);
+        ds_batch_free(&s.share[k]);
+    }
+    free(s.ranges);
+    ds_run_close(&s.r);
+    return st;
+}
+
+void ds_bench_result_free(ds_bench_result *res)
+{
+    free(res->step_ms);
+    res->step_ms = NULL;
+}

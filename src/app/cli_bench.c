@@ -1,0 +1,568 @@
+/* cli_bench.c - `dstrain bench`: every configuration (batch x precision x
+ * mode) timed, printed as a table row as it finishes, and written as JSON
+ * and CSV. Without a launcher, each configuration of a sweep runs in a fresh
+ * process of this program (so an out-of-memory, or what one configuration
+ * leaves behind, never touches the next), and --batch max searches the
+ * largest batch that fits with such probes. Under mpiexec/srun every rank
+ * runs the configurations in turn, in-process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_report.h"
+#include "cli.h"
+#include "world.h"
+
+extern char **environ;
+
+#define MAX_LIST 64
+
+typedef struct {
+    ds_bench_cfg base;            /* everything but batch, precision and mode */
+    int batches[MAX_LIST], n_batches, batch_max, max_bound;
+    ds_dtype precs[4];
+    int n_precs;
+    ds_bench_mode modes[2];
+    int n_modes;
+    const char *out, *csv, *child_out;
+    double timeout;
+    int argc;
+    char **argv;
+} bench_args;
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: dstrain bench --model PRESET [--synthetic | --data H5] [options]\n"
+        "\n"
+        "Times training steps per configuration (each batch x precision x mode): samples/s\n"
+        "(median, mean and 95%% interval), step time, audio seconds per second, the model's\n"
+        "FLOP/s and its share of the device's peak, peak memory; with --profile, where the\n"
+        "time goes. Under mpiexec/srun every rank runs; the batch is per rank.\n"
+        "\n"
+        "what:\n"
+        "  --model PRESET        tiny, small, ds2, ds2-medium, ds2-large (default tiny)\n"
+        "  --config FILE         model config JSON instead of a preset\n"
+        "  --synthetic           generated speech-shaped batches (the default)\n"
+        "  --max-frames T        longest synthetic utterance, 10 ms frames (default 400;\n"
+        "                        1700 with --length-dist librispeech)\n"
+        "  --length-dist D       read | librispeech: how synthetic lengths spread (default read:\n"
+        "                        most near 3/4 of --max-frames; librispeech: most 12-17 s)\n"
+        "  --data H5             batches from a feature file (dstrain prep) instead\n"
+        "  --device cpu|cuda     (default cpu)\n"
+        "  --batch LIST|max      utterances per step and rank, e.g. 1,2,4,8 (default 8); max: the\n"
+        "                        powers of two up to the largest batch that fits, and that one\n"
+        "  --max-batch N         the largest batch --batch max tries (default 1024)\n"
+        "  --precision LIST      fp32,fp16,bf16,fp64 (default fp32)\n"
+        "  --mode LIST           train (forward, loss, backward, update) and/or forward\n"
+        "                        (forward and loss, BatchNorm in training mode) (default train)\n"
+        "  --tf32                fp32 products may use TF32 tensor cores (cuda)\n"
+        "  --deterministic       only algorithms that give the same bits run to run\n"
+        "  --mem-limit MIB       fail allocations past MIB of backend memory, as a smaller\n"
+        "                        device would (to try --batch max)\n"
+        "  --seed S              seed of the weights and the synthetic data (default 1)\n"
+        "timing:\n"
+        "  --warmup N            untimed steps first (default 10; at least 1: it starts the clock)\n"
+        "  --steps N             timed steps (default 50)\n"
+        "  --profile P           none | layers: each layer's forward and backward time (CUDA\n"
+        "                        events on the GPU, the clock on the CPU) | kernels (cuda): also\n"
+        "                        the top kernels (CUPTI) by layer\n"
+        "  --trace FILE          with --profile: a Chrome/Perfetto trace of the timed steps\n"
+        "ranks:\n"
+        "  --allreduce mpi|nccl  gradient reduction (default mpi)\n"
+        "  --bucket-mb M         gradient bucket size in MiB (default 25)\n"
+        "  --timeout S           end the job when a rank waits on others for S seconds (300)\n"
+        "output:\n"
+        "  --out FILE.json       results: one object per configuration, and the environment\n"
+        "  --csv FILE.csv        the same results, one row each\n"
+        "  --help                this text\n");
+}
+
+enum {
+    O_MODEL = 256, O_CONFIG, O_SYNTH, O_MAX_FRAMES, O_DIST, O_DATA, O_DEVICE, O_BATCH, O_MAX_BATCH,
+    O_PRECISION, O_MODE, O_TF32, O_DETERMINISTIC, O_MEM_LIMIT, O_SEED, O_WARMUP, O_STEPS,
+    O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT, O_HELP
+};
+
+static const struct option bench_options[] = {
+    {"model", 1, 0, O_MODEL}, {"config", 1, 0, O_CONFIG}, {"synthetic", 0, 0, O_SYNTH},
+    {"max-frames", 1, 0, O_MAX_FRAMES}, {"length-dist", 1, 0, O_DIST}, {"data", 1, 0, O_DATA},
+    {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"max-batch", 1, 0, O_MAX_BATCH},
+    {"precision", 1, 0, O_PRECISION}, {"mode", 1, 0, O_MODE}, {"tf32", 0, 0, O_TF32},
+    {"deterministic", 0, 0, O_DETERMINISTIC}, {"mem-limit", 1, 0, O_MEM_LIMIT},
+    {"seed", 1, 0, O_SEED}, {"warmup", 1, 0, O_WARMUP}, {"steps", 1, 0, O_STEPS},
+    {"profile", 1, 0, O_PROFILE}, {"trace", 1, 0, O_TRACE}, {"allreduce", 1, 0, O_ALLREDUCE},
+    {"bucket-mb", 1, 0, O_BUCKET}, {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
+    {"csv", 1, 0, O_CSV}, {"child-out", 1, 0, O_CHILD_OUT}, {"help", 0, 0, O_HELP},
+    {0, 0, 0, 0}};
+
+/* "a,b,c" split in place into at most max items; returns how many, -1 when
+ * there are more. */
+static int split(char *s, char **item, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max)
+            return -1;
+        item[n++] = tok;
+    }
+    return n;
+}
+
+static int parse_list(const char *flag, const char *arg, bench_args *a)
+{
+    char buf[1024], *item[MAX_LIST];
+    snprintf(buf, sizeof buf, "%s", arg);
+    const int n = split(buf, item, MAX_LIST);
+    if (n <= 0) {
+        fprintf(stderr, "dstrain bench: --%s %s: expected a comma-separated list of up to %d\n", flag,
+                arg, MAX_LIST);
+        return -1;
+    }
+    double v;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(flag, "batch")) {
+            if (!strcmp(item[i], "max") && n == 1) {
+                a->batch_max = 1;
+                a->n_batches = 0;
+                return 0;
+            }
+            if (ds_cli_num("bench", "batch", item[i], 1, 1e6, &v))
+                return -1;
+            a->batches[i] = (int)v;
+            a->batch_max = 0;
+        } else if (!strcmp(flag, "precision")) {
+            if (n > 4 || ds_cli_precision("bench", "precision", item[i], &a->precs[i]))
+                return -1;
+        } else if (!strcmp(item[i], "train") || !strcmp(item[i], "forward")) {
+            if (n > 2)
+                return -1;
+            a->modes[i] = item[i][0] == 't' ? DS_BENCH_TRAIN : DS_BENCH_FORWARD;
+        } else {
+            fprintf(stderr, "dstrain bench: --mode %s: expected train, forward or train,forward\n", arg);
+            return -1;
+        }
+    }
+    if (!strcmp(flag, "batch"))
+        a->n_batches = n;
+    else if (!strcmp(flag, "precision"))
+        a->n_precs = n;
+    else
+        a->n_modes = n;
+    return 0;
+}
+
+static int parse_bench(int argc, char **argv, bench_args *a)
+{
+    const char *preset = NULL, *config = NULL;
+    int c, bad = 0, have_frames = 0, synthetic = 0;
+    double v;
+    *a = (bench_args){.n_batches = 1, .batches = {8}, .max_bound = 1024, .n_precs = 1,
+                      .precs = {DS_F32}, .n_modes = 1, .modes = {DS_BENCH_TRAIN}, .timeout = 300,
+                      .argc = argc, .argv = argv};
+    ds_bench_cfg *b = &a->base;
+    *b = (ds_bench_cfg){.warmup = 10, .steps = 50, .dist = DS_LEN_READ,
+                        .run = {.device = "cpu", .precision = DS_F32, .batch = 8, .synthetic_utts = 1 << 30,
+                                .max_frames = 400, .seed = 1, .optim = ds_optim_defaults(),
+                                .bucket_mb = 25}};
+    b->run.optim.max_grad_norm = 400;
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, "", bench_options, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL: preset = optarg; break;
+        case O_CONFIG: config = optarg; break;
+        case O_SYNTH: synthetic = 1; break;
+        case O_MAX_FRAMES:
+            bad = ds_cli_num("bench", "max-frames", optarg, 1, 1e6, &v);
+            b->run.max_frames = (int)v;
+            have_frames = 1;
+            break;
+        case O_DIST:
+            if (!strcmp(optarg, "librispeech"))
+                b->dist = DS_LEN_LIBRISPEECH;
+            else if (!strcmp(optarg, "read"))
+                b->dist = DS_LEN_READ;
+            else {
+                fprintf(stderr, "dstrain bench: --length-dist %s: expected read or librispeech\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_DATA: b->run.train_path = optarg; break;
+        case O_DEVICE: b->run.device = optarg; break;
+        case O_BATCH: bad = parse_list("batch", optarg, a); break;
+        case O_MAX_BATCH: bad = ds_cli_num("bench", "max-batch", optarg, 1, 1e6, &v); a->max_bound = (int)v; break;
+        case O_PRECISION: bad = parse_list("precision", optarg, a); break;
+        case O_MODE: bad = parse_list("mode", optarg, a); break;
+        case O_TF32: b->run.compute.tf32 = 1; break;
+        case O_DETERMINISTIC: b->run.compute.deterministic = 1; break;
+        case O_MEM_LIMIT:
+            bad = ds_cli_num("bench", "mem-limit", optarg, 1, 1e9, &v);
+            b->run.compute.mem_limit = (size_t)(v * 1048576);
+            break;
+        case O_SEED: bad = ds_cli_num("bench", "seed", optarg, 0, 1.8e19, &v); b->run.seed = (uint64_t)v; break;
+        case O_WARMUP: bad = ds_cli_num("bench", "warmup", optarg, 1, 1e9, &v); b->warmup = (int)v; break;
+        case O_STEPS: bad = ds_cli_num("bench", "steps", optarg, 1, 1e9, &v); b->steps = (int)v; break;
+        case O_PROFILE:
+            if (!strcmp(optarg, "layers"))
+                b->profile = DS_PROFILE_LAYERS;
+            else if (!strcmp(optarg, "kernels"))
+                b->profile = DS_PROFILE_KERNELS;
+            else if (!strcmp(optarg, "none"))
+                b->profile = DS_PROFILE_NONE;
+            else {
+                fprintf(stderr, "dstrain bench: --profile %s: expected none, layers or kernels\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_TRACE: b->trace_path = optarg; break;
+        case O_ALLREDUCE:
+            bad = ds_reduce_kind_parse(optarg, &b->run.allreduce) != DS_OK;
+            if (bad)
+                fprintf(stderr, "dstrain bench: %s\n", ds_last_error());
+            break;
+        case O_BUCKET: bad = ds_cli_num("bench", "bucket-mb", optarg, 1e-6, 1e5, &b->run.bucket_mb); break;
+        case O_TIMEOUT: bad = ds_cli_num("bench", "timeout", optarg, 0, 1e7, &a->timeout); break;
+        case O_OUT: a->out = optarg; break;
+        case O_CSV: a->csv = optarg; break;
+        case O_CHILD_OUT: a->child_out = optarg; break;
+        case O_HELP: bench_usage(stdout); exit(0);
+        default: bench_usage(stderr); return 2;
+        }
+    }
+    if (bad)
+        return 2;
+    if (optind < argc) {
+        fprintf(stderr, "dstrain bench: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    if ((preset && config) || (synthetic && b->run.train_path)) {
+        fprintf(stderr, "dstrain bench: give --model or --config, and --synthetic or --data, not both\n");
+        return 2;
+    }
+    if (b->trace_path && b->profile == DS_PROFILE_NONE) {
+        fprintf(stderr, "dstrain bench: --trace needs --profile layers or kernels\n");
+        return 2;
+    }
+    if (b->dist == DS_LEN_LIBRISPEECH && !have_frames)
+        b->run.max_frames = 1700;
+    b->run.reduce_dtype = DS_F32;   /* set per precision */
+    return ds_cli_load_model(preset, config, &b->run.model);
+}
+
+/* ---- one configuration ---- */
+
+static ds_bench_cfg config_of(const bench_args *a, int batch, ds_dtype prec, ds_bench_mode mode)
+{
+    ds_bench_cfg c = a->base;
+    c.run.batch = batch;
+    c.run.precision = c.run.reduce_dtype = prec;
+    c.mode = mode;
+    /* fp16 trains with a dynamic loss scale, as dstrain train does */
+    c.run.optim.loss_scale = 65536;
+    c.run.optim.loss_scale_window = prec == DS_F16 ? 2000 : 0;
+    if (prec != DS_F16)
+        c.run.optim.loss_scale = 1;
+    return c;
+}
+
+static cJSON *error_result(const ds_bench_cfg *c, const char *why);
+
+/* Runs c here; the result as JSON, or after printing the failure NULL (a
+ * child: the failure as a result, for its parent's table). */
+static cJSON *run_here(const ds_bench_cfg *c, int measure_peak, int child)
+{
+    ds_bench_cfg cc = *c;
+    cc.measure_peak = measure_peak;
+    ds_bench_result res;
+    ds_status st = ds_bench_run(&cc, &res);
+    if (st != DS_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s: %.480s", ds_status_name(st), ds_last_error());
+        ds_cli_fail("bench", st);
+        ds_bench_result_free(&res);
+        return child ? error_result(c, why) : NULL;
+    }
+    cJSON *o = ds_bench_result_json(&cc, &res);
+    ds_bench_result_free(&res);
+    return o;
+}
+
+static cJSON *error_result(const ds_bench_cfg *c, const char *why)
+{
+    ds_bench_result res = {.status = DS_ERR_BACKEND, .ranks = 1, .global_batch = c->run.batch};
+    snprintf(res.error, sizeof res.error, "%s", why);
+    return ds_bench_result_json(c, &res);
+}
+
+static cJSON *read_child(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    static char text[1 << 22];
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cJSON *doc = cJSON_Parse(text), *results = cJSON_GetObjectItem(doc, "results");
+    cJSON *o = cJSON_IsArray(results) ? cJSON_DetachItemFromArray(results, 0) : NULL;
+    cJSON_Delete(doc);
+    return o;
+}
+
+/* Runs c in a fresh process of this program (its console output dropped,
+ * its errors shown); warmup/steps < 0: c's. */
+static cJSON *run_child(const bench_args *a, const ds_bench_cfg *c, int warmup, int steps)
+{
+    char tmp[] = "/tmp/dstrain-bench-XXXXXX", batch[16], w[16], s[16];
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return error_result(c, "cannot create a temporary file in /tmp");
+    close(fd);
+    snprintf(batch, sizeof batch, "%d", c->run.batch);
+    snprintf(w, sizeof w, "%d", warmup > 0 ? warmup : c->warmup);
+    snprintf(s, sizeof s, "%d", steps > 0 ? steps : c->steps);
+    const char *extra[] = {"--batch", batch, "--precision", ds_bench_precision_name(c->run.precision),
+                           "--mode", c->mode == DS_BENCH_FORWARD ? "forward" : "train",
+                           "--warmup", w, "--steps", s, "--child-out", tmp};
+    const int n_extra = sizeof extra / sizeof extra[0];
+    char **argv = calloc((size_t)(a->argc + n_extra + 3), sizeof *argv);
+    if (!argv) {
+        unlink(tmp);
+        return error_result(c, "out of memory starting a probe");
+    }
+    int k = 0;
+    argv[k++] = "dstrain";
+    argv[k++] = "bench";
+    for (int i = 1; i < a->argc; i++)
+        argv[k++] = a->argv[i];
+    for (int i = 0; i < n_extra; i++)
+        argv[k++] = (char *)extra[i];
+    if (warmup > 0)   /* a probe: only whether it fits */
+        argv[k++] = "--profile=none";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ), status = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    free(argv);
+    char why[256];
+    cJSON *o = NULL;
+    if (rc != 0) {
+        snprintf(why, sizeof why, "cannot start a fresh process: %s", strerror(rc));
+    } else if (waitpid(pid, &status, 0) < 0) {
+        snprintf(why, sizeof why, "waiting for the fresh process: %s", strerror(errno));
+    } else if (!(o = read_child(tmp))) {
+        if (WIFSIGNALED(status))
+            snprintf(why, sizeof why, "the process was killed by signal %d", WTERMSIG(status));
+        else
+            snprintf(why, sizeof why, "the process exited with status %d and no result",
+                     WEXITSTATUS(status));
+    }
+    unlink(tmp);
+    return o ? o : error_result(c, why);
+}
+
+static int status_is(const cJSON *o, const char *s)
+{
+    const cJSON *x = cJSON_GetObjectItem(o, "status");
+    return cJSON_IsString(x) && !strcmp(x->valuestring, s);
+}
+
+/* Does batch b fit? One warm-up and one timed step in a fresh process;
+ * -1 when the probe failed for another reason than memory (printed). */
+static int fits(const bench_args *a, const ds_bench_cfg *c0, int b)
+{
+    ds_bench_cfg c = *c0;
+    c.run.batch = b;
+    cJSON *o = run_child(a, &c, 1, 1);
+    const int ok = status_is(o, "ok") ? 1 : status_is(o, "oom") ? 0 : -1;
+    const cJSON *err = cJSON_GetObjectItem(o, "error");
+    printf("# batch %d: %s\n", b, ok == 1 ? "fits" : ok == 0 ? "does not fit" : "failed");
+    if (ok < 0)
+        fprintf(stderr, "dstrain bench: probe of batch %d: %s\n", b,
+                cJSON_IsString(err) ? err->valuestring : "?");
+    fflush(stdout);
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* The largest batch up to a->max_bound that fits: doubling, then halving
+ * the gap. 0 when not even 1 fits, -1 when a probe failed. */
+static int search_max(const bench_args *a, const ds_bench_cfg *c)
+{
+    int ok = 0, bad = 0, f;
+    for (int b = 1; b <= a->max_bound; b *= 2) {
+        if ((f = fits(a, c, b)) < 0)
+            return -1;
+        if (!f) {
+            bad = b;
+            break;
+        }
+        ok = b;
+    }
+    if (!bad) {
+        if (ok < a->max_bound && (f = fits(a, c, a->max_bound)) != 0)
+            return f < 0 ? -1 : a->max_bound;
+        return ok;
+    }
+    while (bad - ok > 1) {
+        const int mid = ok + (bad - ok) / 2;
+        if ((f = fits(a, c, mid)) < 0)
+            return -1;
+        *(f ? &ok : &bad) = mid;
+    }
+    return ok;
+}
+
+/* ---- the sweep ---- */
+
+typedef struct {
+    cJSON *results;
+    double cpu_peak[2];           /* sgemm, dgemm; 0: not yet measured */
+    char cpu_how[2][160];
+    int rank;
+} sweep;
+
+/* The CPU's GEMM rate, measured once per run in this process (the children
+ * of a sweep leave it to their parent). */
+static void cpu_peak(sweep *w, cJSON *o, ds_dtype prec)
+{
+    const int d = prec == DS_F64;
+    if (!w->cpu_peak[d]) {
+        const ds_backend *cpu = ds_backend_get("cpu");
+        ds_ctx *ctx;
+        if (cpu->ctx_create(0, NULL, &ctx) != DS_OK)
+            return;
+        w->cpu_peak[d] = cpu->peak_flops(ctx, prec, 0, w->cpu_how[d], sizeof w->cpu_how[d]);
+        cpu->ctx_destroy(ctx);
+    }
+    ds_bench_set_peak(o, w->cpu_peak[d], w->cpu_how[d]);
+}
+
+static void add_result(sweep *w, const bench_args *a, cJSON *o, ds_dtype prec, int from_child)
+{
+    if (from_child && !strcmp(a->base.run.device, "cpu") && status_is(o, "ok"))
+        cpu_peak(w, o, prec);
+    if (w->rank == 0 && !a->child_out) {
+        ds_bench_table_row(stdout, o);
+        fflush(stdout);
+    }
+    cJSON_AddItemToArray(w->results, o);
+}
+
+/* Every batch of one precision and mode. */
+static int sweep_one(sweep *w, const bench_args *a, ds_dtype prec, ds_bench_mode mode, int spawn)
+{
+    int batches[MAX_LIST + 32], n = 0;
+    ds_bench_cfg c = config_of(a, a->batch_max ? 1 : a->batches[0], prec, mode);
+    if (a->batch_max) {
+        const int max = search_max(a, &c);
+        if (max < 0)
+            return 1;
+        printf("# largest batch that fits: %d (%s, %s)\n", max, ds_bench_precision_name(prec),
+               mode == DS_BENCH_TRAIN ? "train" : "forward");
+        for (int b = 1; b < max; b *= 2)
+            batches[n++] = b;
+        if (max > 0)
+            batches[n++] = max;
+    } else {
+        memcpy(batches, a->batches, (size_t)a->n_batches * sizeof *batches);
+        n = a->n_batches;
+    }
+    for (int i = 0; i < n; i++) {
+        c.run.batch = batches[i];
+        cJSON *o = spawn ? run_child(a, &c, -1, -1) : run_here(&c, strcmp(c.run.device, "cpu") || !a->child_out,
+                                                                 a->child_out != NULL);
+        if (!o)
+            return 1;
+        add_result(w, a, o, prec, spawn);
+    }
+    return 0;
+}
+
+/* Launched by mpiexec or srun (a fresh process of ours would join the job). */
+static int launched(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") ||
+           getenv("PMI_SIZE");
+}
+
+static int write_outputs(const bench_args *a, sweep *w)
+{
+    ds_status st = DS_OK;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "tool", "dstrain bench");
+    cJSON_AddNumberToObject(doc, "schema", 1);
+    if (!a->child_out)
+        cJSON_AddItemToObject(doc, "env", ds_bench_env_json(a->argc + 1, a->argv - 1, a->base.run.device));
+    cJSON_AddItemReferenceToObject(doc, "results", w->results);
+    if (a->child_out)
+        st = ds_bench_write_json(a->child_out, doc);
+    else if (a->out)
+        st = ds_bench_write_json(a->out, doc);
+    if (st == DS_OK && a->csv && !a->child_out)
+        st = ds_bench_write_csv(a->csv, w->results);
+    cJSON_Delete(doc);
+    return st == DS_OK ? 0 : ds_cli_fail("bench", st);
+}
+
+int ds_cli_bench(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_bench(argc, argv, &a);
+    if (rc)
+        return rc;
+    ds_world world;
+    const int mpi = launched();
+    if (mpi) {
+        const ds_backend *be = ds_backend_get(a.base.run.device);
+        ds_status st = ds_world_init(&world, be ? be->device_count() : 0, a.timeout);
+        if (st == DS_OK && a.base.run.allreduce == DS_REDUCE_NCCL)
+            st = ds_bind_device(world.local_rank, world.local_size, world.binding.visible_devices, 1,
+                                &world.binding);
+        if (st != DS_OK)
+            return ds_cli_fail("bench", st);
+        a.base.run.world = &world;
+        if (a.batch_max) {
+            fprintf(stderr, "dstrain bench: --batch max probes in fresh processes: run it without "
+                            "mpiexec/srun, then pass the batch it finds\n");
+            ds_world_finalize(&world);
+            return 2;
+        }
+    }
+    sweep w = {.results = cJSON_CreateArray(), .rank = mpi ? world.rank : 0};
+    const int configs = (a.batch_max ? 2 : a.n_batches) * a.n_precs * a.n_modes;
+    const int spawn = !mpi && !a.child_out && configs > 1;
+    if (w.rank == 0 && !a.child_out) {
+        printf("# dstrain bench: %s on %s, %d warm-up + %d timed steps per configuration%s\n",
+               a.base.run.model.name, a.base.run.device, a.base.warmup, a.base.steps,
+               spawn ? ", each in a fresh process" : "");
+        ds_bench_table_head(stdout);
+    }
+    rc = 0;
+    for (int p = 0; !rc && p < a.n_precs; p++)
+        for (int m = 0; !rc && m < a.n_modes; m++)
+            rc = sweep_one(&w, &a, a.precs[p], a.modes[m], spawn);
+    if (w.rank == 0) {
+        const cJSON *o;
+        if (!a.child_out)
+            cJSON_ArrayForEach(o, w.results)
+                ds_bench_print_layers(stdout, o);
+        if (!rc)
+            rc = write_outputs(&a, &w);
+    }
+    cJSON_Delete(w.results);
+    if (mpi) {
+        if (rc && world.size > 1)
+            ds_world_abort(&world, "bench failed (see above)");
+        ds_world_finalize(&world);
+    }
+    return rc;
+}

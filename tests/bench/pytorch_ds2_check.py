@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""bench/pytorch_ds2.py's model is dstrain's model.
+
+  pytorch_ds2_check.py --dstrain BUILD/dstrain --peer-dump BUILD/tests/peer_dump
+
+1. Parameter count: for every preset in configs/, pytorch_ds2's DeepSpeech2
+   has exactly the count `dstrain info PRESET` prints (and the one
+   bench/benchlib.py's param_count computes from the config).
+2. Same loss as dstrain from the same weights: peer_dump (the C model, FP64)
+   writes weights, BatchNorm running stats, a batch of unequal lengths and its
+   loss; the weights load into pytorch_ds2's model under dstrain's names
+   (every name both ways, every shape) and its loss, in FP64, must agree to a
+   relative error below 1e-9 -- in eval mode. Why eval: pytorch_ds2 uses
+   stock torch BatchNorm as deepspeech.pytorch does, whose train-mode
+   statistics also average the zeros of padded frames, so on a batch of
+   unequal lengths its train-mode loss is a different number from dstrain's
+   (which counts real frames only); the difference is printed, not asserted.
+   In eval mode BatchNorm uses the running statistics and padding reaches no
+   real output (conv outputs are masked, RNNs are packed, CTC reads real
+   frames only), so the losses must agree to rounding. Logits at real frames
+   are compared too.
+3. Train mode exactly, where stock and masked BatchNorm coincide: a batch of
+   equal lengths (no padding anywhere) through pytorch_ds2's model and
+   tests/peer/peer_model.py (the masked peer that peer_torch proves equal to
+   dstrain in train mode), same weights, FP64: loss, every parameter gradient
+   and every running statistic after the step within 1e-9.
+Cases: tiny and small presets, and a unidirectional LSTM with lookahead and a
+hidden FC layer (ds2-medium's extra layers, scaled down).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import h5py
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path.insert(0, os.path.join(REPO, "tests", "peer"))
+import benchlib as bl  # noqa: E402
+import pytorch_ds2 as pd  # noqa: E402
+import peer_model  # noqa: E402
+
+TOL = 1e-9
+fails = []
+
+
+def check(ok, what):
+    print("%-70s %s" % (what, "ok" if ok else "FAIL"))
+    if not ok:
+        fails.append(what)
+
+
+def rel(a, b, floor=0.0):
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    if a.shape != b.shape:
+        return math.inf
+    d = max(np.linalg.norm(a), np.linalg.norm(b), floor)
+    return 0.0 if d == 0 else float(np.linalg.norm(a - b) / d)
+
+
+def attr(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return attr(v.reshape(-1)[0])
+    return str(v)
+
+
+def load_dump(path):
+    d = {}
+    with h5py.File(path, "r") as f:
+        d["config"] = json.loads(attr(f.attrs["config"]))
+        for g in ("params", "state", "batch", "out"):
+            d[g] = {k: v[()] for k, v in f[g].items()}
+    return d
+
+
+def param_counts(dstrain):
+    presets = sorted(p[:-5] for p in os.listdir(os.path.join(REPO, "configs"))
+                     if p.endswith(".json"))
+    check(len(presets) >= 5, "presets found: %s" % ", ".join(presets))
+    for name in presets:
+        out = subprocess.run([dstrain, "info", name], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=60).stdout.decode()
+        m = re.search(r"(\d+) parameters", out)
+        c_count = int(m.group(1)) if m else None
+        cfg = bl.load_config(name)
+        t_count = sum(p.numel() for p in pd.DeepSpeech2(cfg).parameters())
+        check(c_count == t_count == bl.param_count(cfg),
+              "params %-10s dstrain %s, pytorch_ds2 %d, benchlib %d"
+              % (name, c_count, t_count, bl.param_count(cfg)))
+
+
+def model_from(cfg, params, state):
+    torch.manual_seed(0)
+    m = pd.DeepSpeech2(cfg).double()
+    m.load_dstrain(params, state)
+    return m
+
+
+def loss_of(m, train, feats, lengths, labels, label_lengths):
+    m.train(train)
+    x = torch.as_tensor(feats, dtype=torch.float64)
+    logits, L = m(x, torch.as_tensor(lengths, dtype=torch.int64))
+    loss = pd.ctc_loss(logits, L, torch.as_tensor(labels, dtype=torch.int64),
+                       torch.as_tensor(label_lengths, dtype=torch.int64))
+    return loss, logits, L
+
+
+def same_loss(peer_dump, tmp, name, cfg):
+    cfg_path = os.path.join(tmp, name + ".json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    res = {}
+    for mode in ("eval", "train"):
+        out = os.path.join(tmp, "%s_%s.h5" % (name, mode))
+        r = subprocess.run([peer_dump, "--config", cfg_path, "--dtype", "f64", "--mode", mode,
+                            "--batch", "3", "--frames", "96", "--seed", "7", "--out", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        if r.returncode != 0:
+            check(False, "%s: peer_dump %s exited %d: %s" % (name, mode, r.returncode,
+                                                          r.stdout.decode()[-300:]))
+            return
+        d = load_dump(out)
+        b = d["batch"]
+        m = model_from(d["config"], d["params"], d["state"])
+        with torch.no_grad():
+            loss, logits, L = loss_of(m, mode == "train", b["features"], b["lengths"],
+                                      b["labels"], b["label_lengths"])
+        c_loss = float(np.asarray(d["out"]["loss"]).reshape(-1)[0])
+        res[mode] = (c_loss, float(loss), rel(c_loss, float(loss)))
+        if mode == "eval":
+            check(list(L.numpy()) == list(np.asarray(d["out"]["out_lengths"])),
+                  "%s: output lengths %s" % (name, list(L.numpy())))
+            e = res[mode][2]
+            check(e < TOL and math.isfinite(c_loss),
+                  "%s eval f64: loss dstrain %.12g, pytorch_ds2 %.12g, rel %.1e"
+                  % (name, c_loss, float(loss), e))
+            c_log = np.asarray(d["out"]["logits"])
+            real = np.arange(c_log.shape[0])[:, None] < L.numpy()[None, :]
+            e = rel(c_log[real], logits.numpy()[real])
+            check(e < TOL, "%s eval f64: logits at real frames, rel %.1e" % (name, e))
+    lens = list(load_dump(os.path.join(tmp, name + "_train.h5"))["batch"]["lengths"])
+    c, t, e = res["train"]
+    print("%-70s %s" % ("%s train f64 (lengths %s): dstrain %.10g, pytorch_ds2 %.10g, rel %.1e"
+                        % (name, lens, c, t, e), "(info: padding in torch BN statistics)"))
+
+
+def equal_lengths_train(name, cfg, seed):
+    """Train mode, no padding: pytorch_ds2 against the masked peer."""
+    rng = np.random.default_rng(seed)
+    n, T = 3, 80
+    peer = peer_model.PeerModel(cfg).double()
+    params = {}
+    for k, p in peer.peer_params().items():
+        v = rng.standard_normal(tuple(p.shape))
+        if k.endswith("bn.weight"):
+            v = 1.0 + 0.2 * v
+        elif "bias" in k:
+            v = 0.1 * v
+        else:
+            v = v / math.sqrt(max(1, int(np.prod(p.shape[1:]))))
+        params[k] = v
+    state = {k: (0.1 * rng.standard_normal(tuple(s.shape)) if k.endswith("mean")
+                 else 0.5 + rng.random(tuple(s.shape))) for k, s in peer.peer_state().items()}
+    feats = rng.standard_normal((n, T, cfg["n_features"]))
+    lengths = [T] * n
+    L = bl.out_frames(cfg, T)
+    label_lengths = [max(1, L // 3)] * n
+    labels = rng.integers(1, 29, size=sum(label_lengths))
+    ref = peer_model.reference(cfg, torch.float64, True, params, state, feats, lengths,
+                               labels, label_lengths)
+    m = model_from(cfg, params, state)
+    loss, _, _ = loss_of(m, True, feats, lengths, labels, label_lengths)
+    loss.backward()
+    e = rel(ref["loss"], loss.item())
+    check(e < TOL, "%s train f64, equal lengths: loss peer %.12g, pytorch_ds2 %.12g, rel %.1e"
+          % (name, float(ref["loss"][0]), loss.item(), e))
+    mine_p, mine_s = m.dstrain_names()
+    # a conv bias is cancelled by the BatchNorm after it: its true gradient is
+    # 0 and both sides hold rounding noise, so its error is scaled by the
+    # conv weight's gradient (as tests/peer/peer_check.py does)
+    def floor(k):
+        m = re.match(r"^conv\.(\d+)\.bias$", k)
+        return np.linalg.norm(ref["grads/conv.%s.weight" % m.group(1)]) if m else 0.0
+    worst = max((rel(ref["grads/" + k], p.grad.numpy(), floor(k)), k) for k, p in mine_p.items())
+    check(worst[0] < TOL, "%s: %d gradients, worst %s rel %.1e"
+          % (name, len(mine_p), worst[1], worst[0]))
+    worst = max((rel(ref["state_after/" + k], s.numpy()), k) for k, s in mine_s.items())
+    check(worst[0] < TOL, "%s: %d running stats after the step, worst %s rel %.1e"
+          % (name, len(mine_s), worst[1], worst[0]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dstrain", required=True)
+    ap.add_argument("--peer-dump", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    param_counts(a.dstrain)
+    la = {"name": "la_fc", "n_features": 20, "n_classes": 29,
+          "conv": [{"channels": 4, "kernel_time": 5, "kernel_freq": 5, "stride_time": 2,
+                    "stride_freq": 2, "pad_time": 2, "pad_freq": 2},
+                   {"channels": 3, "kernel_time": 3, "kernel_freq": 3, "stride_time": 1,
+                    "stride_freq": 2, "pad_time": 1, "pad_freq": 1}],
+          "rnn": {"type": "lstm", "hidden": 10, "layers": 2, "bidirectional": False,
+                  "lookahead": 3},
+          "fc_hidden": [12], "bn_eps": 1e-5, "bn_momentum": 0.1}
+    cases = [("tiny", bl.load_config("tiny")), ("small", bl.load_config("small")), ("la_fc", la)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cfg in cases:
+            same_loss(a.peer_dump, tmp, name, cfg)
+    for i, (name, cfg) in enumerate(cases):
+        equal_lengths_train(name, cfg, 100 + i)
+    print("pytorch_ds2_check: %s" % ("PASS" if not fails else "FAIL (%d)" % len(fails)))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
