@@ -1,5 +1,6 @@
 # The benchmark scripts around `dstrain bench` (bench/pytorch_ds2.py, compare,
-# plot, scaling-report, scaling-model, jobs/slurm/sweep.sh's bench kind):
+# plot, scaling-report, scaling-model; the bench kind of jobs/slurm/sweep.sh runs
+# on a real Slurm in tests/slurm/test_slurm.sh):
 # tests/bench/*, each run by /usr/bin/python3 (Debian's python3-torch, numpy,
 # h5py; the scripts' shebang) or bash. Each prints one line per assertion.
 set(_bs ${CMAKE_CURRENT_SOURCE_DIR}/bench)
@@ -33,9 +34,3 @@ add_test(NAME bench_scaling_model_ranks
 set_tests_properties(bench_scaling_model_ranks PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
                      ENVIRONMENT "${_bs_env}")
 
-# jobs/slurm/sweep.sh DSTRAIN_SWEEP_KIND=bench at 1 and 2 ranks with sbatch and
-# srun stand-ins: bench-gGGG.json per count, scaling.tsv from scaling-report.
-add_test(NAME bench_sweep
-         COMMAND bash ${_bs}/sweep_bench_test.sh $<TARGET_FILE:dstrain>)
-set_tests_properties(bench_sweep PROPERTIES TIMEOUT 300
-                     ENVIRONMENT "${_bs_env};MPIEXEC=${MPIEXEC_EXECUTABLE}")

@@ -249,5 +249,58 @@ else
   bad "sweep: summary.tsv lacks ok rows for 1 and 2 ranks: $(cat "$sweepdir/summary.tsv" 2>/dev/null)"
 fi
 
+# The bench kind of the sweep at 1 and 2 ranks: every job runs dstrain bench,
+# the gather job bench/scaling-report (speedup and efficiency from the jobs'
+# JSON, and its plot).
+t0=$(date +%s)
+bsweep=$tmp/jobs/bench-sweep
+(cd "$tmp" && DSTRAIN=$bin DSTRAIN_SWEEP_KIND=bench DSTRAIN_SWEEP_MAX=2 DSTRAIN_SWEEP_DIR=$bsweep \
+  DSTRAIN_SWEEP_WAIT=1 DSTRAIN_STEPS=5 DSTRAIN_WARMUP=2 DSTRAIN_REPO=$here \
+  timeout 400 bash "$here/jobs/slurm/sweep.sh") >"$tmp/jobs/bench-sweep.out" 2>&1
+rc=$?
+log "bench sweep (exit $rc, $(($(date +%s) - t0)) s):"
+sed 's/^/    /' "$tmp/jobs/bench-sweep.out"
+if [ "$rc" -ne 0 ]; then
+  bad "bench sweep: sweep.sh exited $rc"
+  for f in "$bsweep"/*.out; do [ -f "$f" ] && { log "$f:"; sed 's/^/    /' "$f"; }; done
+elif /usr/bin/python3 - "$bsweep" <<'EOF'
+import csv, json, os, sys
+d = sys.argv[1]
+bad = 0
+def check(ok, what):
+    global bad
+    print(("ok: " if ok else "FAIL: ") + what)
+    bad |= not ok
+thr = {}
+for g in (1, 2):
+    p = os.path.join(d, "bench-g%03d.json" % g)
+    try:
+        r = json.load(open(p))["results"][0]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, "%s: %s" % (p, e))
+        continue
+    check(r["ranks"] == g and r["status"] == "ok", "bench-g%03d.json: ranks %s, %s" % (g, r["ranks"], r["status"]))
+    thr[g] = r.get("samples_per_s")
+try:
+    rows = {int(r["gpus"]): r for r in csv.DictReader(open(os.path.join(d, "scaling.tsv")), delimiter="\t")}
+except OSError as e:
+    rows = {}
+    check(False, "scaling.tsv: %s" % e)
+if rows and len(thr) == 2:
+    check(rows[1]["status"] == rows[2]["status"] == "ok", "scaling.tsv: rows 1 and 2 ok")
+    sp, ef = float(rows[2]["speedup"]), float(rows[2]["efficiency"])
+    want = thr[2] / thr[1]
+    check(abs(sp - want) <= 1e-4 * want and abs(ef - sp / 2) <= 1e-4 * ef,
+          "speedup %.6g = %.6g / %.6g, efficiency %.6g = speedup / 2" % (sp, thr[2], thr[1], ef))
+png = os.path.join(d, "scaling-speedup.png")
+check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "scaling-speedup.png is a PNG")
+sys.exit(bad)
+EOF
+then
+  ok "bench sweep: bench-g001/g002.json, scaling.tsv's speedup and efficiency, the plot"
+else
+  bad "bench sweep: see the lines above"
+fi
+
 log "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] || { tail -n 30 "$tmp/log/slurmctld.log" "$tmp/log/slurmd.log"; exit 1; }
