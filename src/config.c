@@ -2,6 +2,8 @@
  * errors that name the source and the field. */
 #include "config.h"
 
+#include "fileutil.h"
+
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,36 +154,10 @@ free_root:
 
 ds_status ds_config_load_file(const char *path, ds_model_cfg *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot open model config", path);
-    ds_status st = DS_OK;
-    char *text = NULL;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        st = DS_FAIL(DS_ERR_IO, "%s: cannot seek", path);
-        goto close;
-    }
-    long n = ftell(f);
-    if (n < 0 || n > (1 << 20)) {
-        st = DS_FAIL(DS_ERR_IO, "%s: unreadable or larger than 1 MiB", path);
-        goto close;
-    }
-    rewind(f);
-    text = malloc((size_t)n + 1);
-    if (!text) {
-        st = DS_FAIL(DS_ERR_MEM, "%s: no memory", path);
-        goto close;
-    }
-    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-        st = DS_FAIL(DS_ERR_IO, "%s: short read", path);
-        goto free_text;
-    }
-    text[n] = '\0';
-    st = ds_config_parse(text, path, out);
-free_text:
+    char *text;
+    DS_TRY(ds_file_read_text(path, 1 << 20, "model config", &text));
+    ds_status st = ds_config_parse(text, path, out);
     free(text);
-close:
-    fclose(f);
     return st;
 }
 

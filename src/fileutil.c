@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,4 +33,34 @@ ds_status ds_file_commit(const char *tmp, const char *path)
     }
     snprintf(dir, sizeof dir, "%s", path);
     return sync_path(dirname(dir));
+}
+
+ds_status ds_file_read_text(const char *path, size_t max, const char *what, char **text)
+{
+    *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot open %s", path, what);
+    ds_status st = DS_OK;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || (size_t)n > max) {
+        st = DS_FAIL(DS_ERR_IO, "%s: %s unreadable or larger than %zu bytes", path, what, max);
+        goto close;
+    }
+    rewind(f);
+    *text = malloc((size_t)n + 1);
+    if (!*text) {
+        st = DS_FAIL(DS_ERR_MEM, "%s: no memory for %s", path, what);
+        goto close;
+    }
+    if (fread(*text, 1, (size_t)n, f) != (size_t)n) {
+        st = DS_FAIL(DS_ERR_IO, "%s: short read of %s", path, what);
+        free(*text);
+        *text = NULL;
+        goto close;
+    }
+    (*text)[n] = '\0';
+close:
+    fclose(f);
+    return st;
 }

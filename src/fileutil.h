@@ -1,6 +1,9 @@
-/* fileutil.h - durable file replacement: nothing half-written survives a crash. */
+/* fileutil.h - durable file replacement (nothing half-written survives a
+ * crash), and whole-file reads. */
 #ifndef DS_FILEUTIL_H
 #define DS_FILEUTIL_H
+
+#include <stddef.h>
 
 #include "status.h"
 
@@ -8,5 +11,9 @@
  * directory, so path holds either the old or the new file. On failure tmp is
  * removed and path is untouched. */
 ds_status ds_file_commit(const char *tmp, const char *path);
+
+/* The whole of the text file path, NUL-terminated, into *text (free it);
+ * what names it in errors; larger than max bytes is an error. */
+ds_status ds_file_read_text(const char *path, size_t max, const char *what, char **text);
 
 #endif

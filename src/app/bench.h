@@ -28,15 +28,12 @@ typedef struct {
 #define DS_BENCH_PHASES 16
 #define DS_BENCH_KERNELS 64
 
+/* A layer's (ms[0] forward, ms[1] backward) or a phase's (ms[0]) time,
+ * the mean per timed step. */
 typedef struct {
     char name[48];
-    double fwd_ms, bwd_ms;        /* mean per timed step */
-} ds_bench_layer;
-
-typedef struct {
-    char name[48];
-    double ms;                    /* mean per timed step */
-} ds_bench_phase;
+    double ms[2];
+} ds_bench_time;
 
 typedef struct {
     ds_status status;             /* DS_OK; DS_ERR_MEM: did not fit; else failed */
@@ -51,9 +48,9 @@ typedef struct {
                                    * as nothing is allocated after start-up */
     double peak_flops;            /* per device; 0: not measured */
     char peak_how[160];
-    ds_bench_layer layers[DS_BENCH_LAYERS];
+    ds_bench_time layers[DS_BENCH_LAYERS];
     int n_layers;
-    ds_bench_phase phases[DS_BENCH_PHASES];
+    ds_bench_time phases[DS_BENCH_PHASES];
     int n_phases;
     ds_kernel_stat kernels[DS_BENCH_KERNELS];
     int n_kernels;

@@ -51,17 +51,17 @@ static void add_layers(cJSON *o, const ds_bench_result *r, double step_ms)
     for (int i = 0; i < r->n_layers; i++) {
         cJSON *l = cJSON_CreateObject();
         cJSON_AddStringToObject(l, "name", r->layers[i].name);
-        cJSON_AddNumberToObject(l, "fwd_ms", r->layers[i].fwd_ms);
-        cJSON_AddNumberToObject(l, "bwd_ms", r->layers[i].bwd_ms);
-        cJSON_AddNumberToObject(l, "share", (r->layers[i].fwd_ms + r->layers[i].bwd_ms) / step_ms);
+        cJSON_AddNumberToObject(l, "fwd_ms", r->layers[i].ms[0]);
+        cJSON_AddNumberToObject(l, "bwd_ms", r->layers[i].ms[1]);
+        cJSON_AddNumberToObject(l, "share", (r->layers[i].ms[0] + r->layers[i].ms[1]) / step_ms);
         cJSON_AddItemToArray(layers, l);
     }
     cJSON *phases = cJSON_AddArrayToObject(o, "phases");
     for (int i = 0; i < r->n_phases; i++) {
         cJSON *p = cJSON_CreateObject();
         cJSON_AddStringToObject(p, "name", r->phases[i].name);
-        cJSON_AddNumberToObject(p, "ms", r->phases[i].ms);
-        cJSON_AddNumberToObject(p, "share", r->phases[i].ms / step_ms);
+        cJSON_AddNumberToObject(p, "ms", r->phases[i].ms[0]);
+        cJSON_AddNumberToObject(p, "share", r->phases[i].ms[0] / step_ms);
         cJSON_AddItemToArray(phases, p);
     }
 }

@@ -106,35 +106,21 @@ static int layer_of(const char *name, char *layer, size_t size, int *bwd)
     return 1;
 }
 
-static void add_layer(ds_bench_result *res, const char *layer, int bwd, double ms)
+/* Adds ms to column k of the entry named name of list [*n] (cap at most),
+ * appending it when new; names past cap are dropped. */
+static void add_time(ds_bench_time *list, int *n, int cap, const char *name, int k, double ms)
 {
     int i = 0;
-    while (i < res->n_layers && strcmp(res->layers[i].name, layer))
+    while (i < *n && strcmp(list[i].name, name))
         i++;
-    if (i == res->n_layers) {
-        if (i == DS_BENCH_LAYERS)
+    if (i == *n) {
+        if (i == cap)
             return;
-        snprintf(res->layers[i].name, sizeof res->layers[i].name, "%s", layer);
-        res->n_layers++;
+        list[i] = (ds_bench_time){0};
+        snprintf(list[i].name, sizeof list[i].name, "%s", name);
+        ++*n;
     }
-    if (bwd)
-        res->layers[i].bwd_ms += ms;
-    else
-        res->layers[i].fwd_ms += ms;
-}
-
-static void add_phase(ds_bench_result *res, const char *name, double ms)
-{
-    int i = 0;
-    while (i < res->n_phases && strcmp(res->phases[i].name, name))
-        i++;
-    if (i == res->n_phases) {
-        if (i == DS_BENCH_PHASES)
-            return;
-        snprintf(res->phases[i].name, sizeof res->phases[i].name, "%s", name);
-        res->n_phases++;
-    }
-    res->phases[i].ms += ms;
+    list[i].ms[k] += ms;
 }
 
 static void trace_range(bench_state *s, const ds_range_time *t, double step_at_ms)
@@ -157,12 +143,14 @@ static ds_status read_ranges(bench_state *s, double step_at_ms)
         const ds_range_time *t = &s->ranges[i];
         char layer[48];
         int bwd;
+        ds_bench_result *res = s->res;
+        const double ms = t->end_ms - t->start_ms;
         if (layer_of(t->name, layer, sizeof layer, &bwd))
-            add_layer(s->res, layer, bwd, t->end_ms - t->start_ms);
+            add_time(res->layers, &res->n_layers, DS_BENCH_LAYERS, layer, bwd, ms);
         else if (t->depth > 0)   /* inside a phase, not a layer pair: the CTC loss */
-            add_layer(s->res, t->name, 0, t->end_ms - t->start_ms);
+            add_time(res->layers, &res->n_layers, DS_BENCH_LAYERS, t->name, 0, ms);
         else
-            add_phase(s->res, t->name, t->end_ms - t->start_ms);
+            add_time(res->phases, &res->n_phases, DS_BENCH_PHASES, t->name, 0, ms);
         if (s->trace)
             trace_range(s, t, step_at_ms);
     }
@@ -244,12 +232,11 @@ static ds_status finish(bench_state *s)
     const int n = res->n_steps;
     res->frames_per_step /= n;
     res->flops_per_step /= n;
-    for (int i = 0; i < res->n_layers; i++) {
-        res->layers[i].fwd_ms /= n;
-        res->layers[i].bwd_ms /= n;
-    }
+    for (int i = 0; i < res->n_layers; i++)
+        for (int k = 0; k < 2; k++)
+            res->layers[i].ms[k] /= n;
     for (int i = 0; i < res->n_phases; i++)
-        res->phases[i].ms /= n;
+        res->phases[i].ms[0] /= n;
     if (s->c->profile == DS_PROFILE_KERNELS)
         DS_TRY(be->kernel_profile_stop(s->r.ctx, s->c->trace_path, res->kernels, DS_BENCH_KERNELS,
                                        &res->n_kernels));

@@ -17,6 +17,7 @@
 
 #include "bench_report.h"
 #include "cli.h"
+#include "fileutil.h"
 #include "world.h"
 
 extern char **environ;
@@ -138,11 +139,13 @@ static int parse_list(const char *flag, const char *arg, bench_args *a)
             a->batches[i] = (int)v;
             a->batch_max = 0;
         } else if (!strcmp(flag, "precision")) {
-            if (n > 4 || ds_cli_precision("bench", "precision", item[i], &a->precs[i]))
+            if (n > 4) {
+                fprintf(stderr, "dstrain bench: --precision %s: at most the four precisions\n", arg);
                 return -1;
-        } else if (!strcmp(item[i], "train") || !strcmp(item[i], "forward")) {
-            if (n > 2)
+            }
+            if (ds_cli_precision("bench", "precision", item[i], &a->precs[i]))
                 return -1;
+        } else if (n <= 2 && (!strcmp(item[i], "train") || !strcmp(item[i], "forward"))) {
             a->modes[i] = item[i][0] == 't' ? DS_BENCH_TRAIN : DS_BENCH_FORWARD;
         } else {
             fprintf(stderr, "dstrain bench: --mode %s: expected train, forward or train,forward\n", arg);
@@ -264,10 +267,8 @@ static ds_bench_cfg config_of(const bench_args *a, int batch, ds_dtype prec, ds_
     c.run.precision = c.run.reduce_dtype = prec;
     c.mode = mode;
     /* fp16 trains with a dynamic loss scale, as dstrain train does */
-    c.run.optim.loss_scale = 65536;
+    c.run.optim.loss_scale = prec == DS_F16 ? 65536 : 1;
     c.run.optim.loss_scale_window = prec == DS_F16 ? 2000 : 0;
-    if (prec != DS_F16)
-        c.run.optim.loss_scale = 1;
     return c;
 }
 
@@ -302,14 +303,13 @@ static cJSON *error_result(const ds_bench_cfg *c, const char *why)
 
 static cJSON *read_child(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char *text;
+    if (ds_file_read_text(path, (size_t)1 << 26, "a probe's result", &text) != DS_OK) {
+        ds_clear_error();   /* the caller says how the probe ended */
         return NULL;
-    static char text[1 << 22];
-    const size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    }
     cJSON *doc = cJSON_Parse(text), *results = cJSON_GetObjectItem(doc, "results");
+    free(text);
     cJSON *o = cJSON_IsArray(results) ? cJSON_DetachItemFromArray(results, 0) : NULL;
     cJSON_Delete(doc);
     return o;

@@ -231,17 +231,28 @@ run_job() {
 run_job train-srun jobs/slurm/train.sbatch
 run_job train-mpirun jobs/slurm/train-mpirun.sbatch NTASKS=2
 
-# The sweep at 1 and 2 ranks, waiting for its gather job.
-t0=$(date +%s)
+# run_sweep NAME DIR [VAR=VALUE...]: jobs/slurm/sweep.sh at 1 and 2 ranks
+# into DIR, waiting for its gather job; its output logged. Fails (and logs
+# the jobs' output) when sweep.sh does.
+run_sweep() {
+  local name=$1 dir=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  (cd "$tmp" && env DSTRAIN="$bin" DSTRAIN_SWEEP_MAX=2 DSTRAIN_SWEEP_DIR="$dir" DSTRAIN_SWEEP_WAIT=1 "$@" \
+    timeout 400 bash "$here/jobs/slurm/sweep.sh") >"$tmp/jobs/$name.out" 2>&1
+  rc=$?
+  log "$name (exit $rc, $(($(date +%s) - t0)) s):"
+  sed 's/^/    /' "$tmp/jobs/$name.out"
+  [ "$rc" -eq 0 ] && return 0
+  bad "$name: sweep.sh exited $rc"
+  for f in "$dir"/*.out; do [ -f "$f" ] && { log "$f:"; sed 's/^/    /' "$f"; }; done
+  return 1
+}
+
+# The train kind: summary.tsv from the jobs' metrics.
 sweepdir=$tmp/jobs/sweep
-DSTRAIN=$bin DSTRAIN_SWEEP_MAX=2 DSTRAIN_SWEEP_DIR=$sweepdir DSTRAIN_SWEEP_WAIT=1 \
-  timeout 400 bash "$here/jobs/slurm/sweep.sh" >"$tmp/jobs/sweep.out" 2>&1
-rc=$?
-log "sweep (exit $rc, $(($(date +%s) - t0)) s):"
-sed 's/^/    /' "$tmp/jobs/sweep.out"
-if [ "$rc" -ne 0 ]; then
-  bad "sweep.sh exited $rc"
-  for f in "$sweepdir"/*.out; do [ -f "$f" ] && { log "$f:"; sed 's/^/    /' "$f"; }; done
+if ! run_sweep sweep "$sweepdir"; then
+  :
 elif [ "$(awk -F'\t' '$1 == 1 || $1 == 2 { if ($NF == "ok") n++ } END { print n + 0 }' \
           "$sweepdir/summary.tsv" 2>/dev/null)" -eq 2 ]; then
   ok "sweep: summary.tsv has rows for 1 and 2 ranks"
@@ -249,20 +260,12 @@ else
   bad "sweep: summary.tsv lacks ok rows for 1 and 2 ranks: $(cat "$sweepdir/summary.tsv" 2>/dev/null)"
 fi
 
-# The bench kind of the sweep at 1 and 2 ranks: every job runs dstrain bench,
-# the gather job bench/scaling-report (speedup and efficiency from the jobs'
-# JSON, and its plot).
-t0=$(date +%s)
+# The bench kind: every job runs dstrain bench, the gather job
+# bench/scaling-report (speedup and efficiency from the jobs' JSON, and its plot).
 bsweep=$tmp/jobs/bench-sweep
-(cd "$tmp" && DSTRAIN=$bin DSTRAIN_SWEEP_KIND=bench DSTRAIN_SWEEP_MAX=2 DSTRAIN_SWEEP_DIR=$bsweep \
-  DSTRAIN_SWEEP_WAIT=1 DSTRAIN_STEPS=5 DSTRAIN_WARMUP=2 DSTRAIN_REPO=$here \
-  timeout 400 bash "$here/jobs/slurm/sweep.sh") >"$tmp/jobs/bench-sweep.out" 2>&1
-rc=$?
-log "bench sweep (exit $rc, $(($(date +%s) - t0)) s):"
-sed 's/^/    /' "$tmp/jobs/bench-sweep.out"
-if [ "$rc" -ne 0 ]; then
-  bad "bench sweep: sweep.sh exited $rc"
-  for f in "$bsweep"/*.out; do [ -f "$f" ] && { log "$f:"; sed 's/^/    /' "$f"; }; done
+if ! run_sweep bench-sweep "$bsweep" DSTRAIN_SWEEP_KIND=bench DSTRAIN_STEPS=5 DSTRAIN_WARMUP=2 \
+       DSTRAIN_REPO="$here"; then
+  :
 elif /usr/bin/python3 - "$bsweep" <<'EOF'
 import csv, json, os, sys
 d = sys.argv[1]
