@@ -38,6 +38,15 @@ typedef double real;
 #error "define DS_REAL_F32 or DS_REAL_F64 before including real.h"
 #endif
 
+/* The recurrent cells' activations: in float, the vectorisable ones of
+ * activation_f32.h; in double, libm's. */
+#if defined(DS_REAL_F32)
+#include "activation_f32.h"
+static inline real sigmoid(real x) { return act_sigmoidf(x); }
+static inline real act_tanh(real x) { return act_tanhf(x); }
+#else
 static inline real sigmoid(real x) { return (real)1 / ((real)1 + R_EXP(-x)); }
+static inline real act_tanh(real x) { return R_TANH(x); }
+#endif
 
 #endif
