@@ -102,6 +102,17 @@ static int visit(const char *path, const struct stat *sb, int type, struct FTW *
     return 0;
 }
 
+
+/* The directory of path into dir [cap]: "." for a bare name. dirname() may
+ * return a static string instead of editing its argument ("m.csv" -> "."),
+ * so its result is what is copied. */
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir, cap, "%s", dirname(tmp));
+}
+
 /* One SPEAKER-CHAPTER.trans.txt: "ID TRANSCRIPT" lines, audio beside it. */
 static ds_status read_trans(const char *path, ds_prep_list *l)
 {
@@ -109,8 +120,7 @@ static ds_status read_trans(const char *path, ds_prep_list *l)
     if (!f)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open transcript file", path);
     char dir[4096], audio[4352], *line = NULL;
-    snprintf(dir, sizeof dir, "%s", path);
-    dirname(dir);
+    dir_of(path, dir, sizeof dir);
     size_t cap = 0;
     ds_status st = DS_OK;
     long lineno = 0;
@@ -266,8 +276,7 @@ ds_status ds_prep_scan_manifest(const char *csv, ds_prep_list *out)
     if (!f)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open manifest", csv);
     char base[4096], *line = NULL;
-    snprintf(base, sizeof base, "%s", csv);
-    dirname(base);
+    dir_of(csv, base, sizeof base);
     size_t cap = 0;
     long lineno = 0;
     ds_status st = DS_OK;

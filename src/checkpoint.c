@@ -1,6 +1,7 @@
 /* checkpoint.c - see checkpoint.h. */
 #include "checkpoint.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +62,19 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     hid_t f;
-    DS_TRY(ds_h5_create(tmp, &f));
+    /* built in memory, then written by ds_h5_save_mem: a full disk is an
+     * error naming the file, and path keeps the previous checkpoint */
+    DS_TRY(ds_h5_create_mem(tmp, &f));
     ds_status st = write_attrs(f, m, info);
     if (st == DS_OK)
         st = ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS);
     if (st == DS_OK)
         st = ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS);
-    ds_status cst = ds_h5_close(f);
-    if (st == DS_OK)
-        st = cst;
+    if (st != DS_OK) {
+        ds_h5_close(f);
+        return st;
+    }
+    st = ds_h5_save_mem(f, tmp);
     if (st != DS_OK) {
         unlink(tmp);
         return st;
@@ -137,7 +142,25 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     return st;
 }
 
-static ds_status read_tensors(hid_t f, ds_model *m, const char *group, int which)
+/* A loaded tensor must be usable: every value finite, and a running
+ * variance positive (BatchNorm divides by its square root). */
+static ds_status check_values(const char *path, const char *name, const double *v, size_t n,
+                              int variance)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]))
+            return DS_FAIL(DS_ERR_IO, "%s: dataset %s: element %zu is %g (corrupted checkpoint)",
+                           path, name, i, v[i]);
+        if (variance && !(v[i] > 0))
+            return DS_FAIL(DS_ERR_IO,
+                           "%s: dataset %s: element %zu is %g, a variance must be positive "
+                           "(corrupted checkpoint)", path, name, i, v[i]);
+    }
+    return DS_OK;
+}
+
+static ds_status read_tensors(hid_t f, const char *path, ds_model *m, const char *group,
+                              int which)
 {
     const int state = which == DS_BN_STATS;
     const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
@@ -151,6 +174,9 @@ static ds_status read_tensors(hid_t f, ds_model *m, const char *group, int which
         char name[128];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
         st = ds_h5_read(f, name, DS_F64, t->count, host + t->offset);
+        if (st == DS_OK)
+            st = check_values(path, name, host + t->offset, t->count,
+                              state && strstr(t->name, "running_var") != NULL);
     }
     if (st == DS_OK)
         st = ds_model_put(m, which, host);
@@ -162,9 +188,9 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m)
 {
     hid_t f;
     DS_TRY(ds_h5_open(path, 0, &f));
-    ds_status st = read_tensors(f, m, "params", DS_PARAMS);
+    ds_status st = read_tensors(f, path, m, "params", DS_PARAMS);
     if (st == DS_OK)
-        st = read_tensors(f, m, "state", DS_BN_STATS);
+        st = read_tensors(f, path, m, "state", DS_BN_STATS);
     ds_h5_close(f);
     return st;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* fsync of a file or directory. */
@@ -33,6 +34,26 @@ ds_status ds_file_commit(const char *tmp, const char *path)
     }
     snprintf(dir, sizeof dir, "%s", path);
     return sync_path(dirname(dir));
+}
+
+ds_status ds_dir_ready(const char *dir, const char *what)
+{
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", dir, what, strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return DS_FAIL(DS_ERR_IO, "%s: the %s is not a directory", dir, what);
+    /* access() would trust the mode bits; a real file says what a write will meet */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.dstrain-probe-%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot write in the %s: %s", dir, what, strerror(errno));
+    const int ok = write(fd, "x", 1) == 1;
+    const int err = errno;
+    close(fd);
+    unlink(probe);
+    return ok ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot write in the %s: %s", dir, what, strerror(err));
 }
 
 ds_status ds_file_read_text(const char *path, size_t max, const char *what, char **text)

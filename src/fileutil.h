@@ -12,6 +12,11 @@
  * removed and path is untouched. */
 ds_status ds_file_commit(const char *tmp, const char *path);
 
+/* dir exists (created if missing), is a directory and takes a file (one is
+ * written and removed): checked before work that will write there starts.
+ * what names the directory's role in errors. */
+ds_status ds_dir_ready(const char *dir, const char *what);
+
 /* The whole of the text file path, NUL-terminated, into *text (free it);
  * what names it in errors; larger than max bytes is an error. */
 ds_status ds_file_read_text(const char *path, size_t max, const char *what, char **text);

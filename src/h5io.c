@@ -2,8 +2,12 @@
  * failure is reported through ds_fail with the file and object names. */
 #include "h5io.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "convert.h"
 
@@ -44,6 +48,62 @@ ds_status ds_h5_open(const char *path, int writable, hid_t *out)
                     : DS_OK;
 }
 
+ds_status ds_h5_create_mem(const char *name, hid_t *out)
+{
+    quiet();
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    /* grown 1 MiB at a time, never written to disk by HDF5 */
+    *out = fapl < 0 || H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) < 0
+               ? H5I_INVALID_HID
+               : H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot create an HDF5 file in memory", name) : DS_OK;
+}
+
+/* The whole of buf [n bytes] into path (created or truncated), every
+ * short write retried, every failure naming path and errno's reason. */
+static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    ds_status st = DS_OK;
+    for (size_t done = 0; st == DS_OK && done < n;) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w < 0 && errno == EINTR)
+            continue;
+        else
+            st = DS_FAIL(DS_ERR_IO, "%s: write of %zu bytes at %zu: %s", path, n - done, done,
+                         w < 0 ? strerror(errno) : "no progress");
+    }
+    if (close(fd) != 0 && st == DS_OK)
+        st = DS_FAIL(DS_ERR_IO, "%s: close: %s", path, strerror(errno));
+    return st;
+}
+
+ds_status ds_h5_save_mem(hid_t file, const char *path)
+{
+    ds_status st = DS_OK;
+    unsigned char *buf = NULL;
+    ssize_t n = H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(file, NULL, 0);
+    if (n < 0)
+        st = DS_FAIL(DS_ERR_IO, "%s: cannot take the in-memory HDF5 image", path);
+    else if (!(buf = malloc((size_t)n ? (size_t)n : 1)))
+        st = DS_FAIL(DS_ERR_MEM, "%s: image of %zd bytes", path, n);
+    else if (H5Fget_file_image(file, buf, (size_t)n) != n)
+        st = DS_FAIL(DS_ERR_IO, "%s: cannot copy the in-memory HDF5 image", path);
+    /* closing an in-memory file touches no disk */
+    if (H5Fclose(file) < 0 && st == DS_OK)
+        st = DS_FAIL(DS_ERR_IO, "%s: cannot close the in-memory HDF5 file", path);
+    if (st == DS_OK)
+        st = write_all(path, buf, (size_t)n);
+    free(buf);
+    return st;
+}
+
 ds_status ds_h5_close(hid_t file)
 {
     return H5Fclose(file) < 0 ? DS_FAIL(DS_ERR_IO, "cannot close HDF5 file") : DS_OK;
@@ -69,6 +129,33 @@ int ds_h5_exists(hid_t loc, const char *name)
     }
 }
 
+/* Creation properties that checksum a dataset (Fletcher32, verified by HDF5
+ * on every read): chunked, whole rows per chunk up to 256 MiB. Empty
+ * datasets stay contiguous (H5P_DEFAULT); -1 on failure. */
+static hid_t checksummed(int rank, const hsize_t *dims, size_t elem)
+{
+    hsize_t chunk[DS_H5_MAX_RANK], row = elem;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] == 0)
+            return H5P_DEFAULT;
+        chunk[i] = dims[i];
+        if (i > 0)
+            row *= dims[i];
+    }
+    if (rank > 0) {
+        const hsize_t rows = ((hsize_t)256 << 20) / (row ? row : 1);
+        chunk[0] = rows < 1 ? 1 : rows < dims[0] ? rows : dims[0];
+    }
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl < 0 || (rank > 0 && H5Pset_chunk(dcpl, rank, chunk) < 0) ||
+        (rank > 0 && H5Pset_fletcher32(dcpl) < 0)) {
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        return -1;
+    }
+    return dcpl;
+}
+
 ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank, const hsize_t *dims,
                       const void *data)
 {
@@ -78,7 +165,7 @@ ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank, const h
         return DS_FAIL(DS_ERR_UNSUPPORTED, "%s: %s: dtype %s cannot be stored", file_of(loc, fn, sizeof fn),
                        name, ds_dtype_name(t));
     ds_status st = DS_OK;
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = -1, ds = -1;
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = -1, ds = -1, dcpl = -1;
     if (lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0) {
         st = DS_FAIL(DS_ERR_IO, "%s: %s: link property list", file_of(loc, fn, sizeof fn), name);
         goto close_lcpl;
@@ -88,7 +175,8 @@ ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank, const h
         st = DS_FAIL(DS_ERR_IO, "%s: %s: dataspace", file_of(loc, fn, sizeof fn), name);
         goto close_lcpl;
     }
-    ds = H5Dcreate2(loc, name, mt, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    dcpl = checksummed(rank, dims, H5Tget_size(mt));
+    ds = dcpl < 0 ? -1 : H5Dcreate2(loc, name, mt, space, lcpl, dcpl, H5P_DEFAULT);
     if (ds < 0) {
         st = DS_FAIL(DS_ERR_IO, "%s: %s: cannot create dataset", file_of(loc, fn, sizeof fn), name);
         goto close_space;
@@ -98,6 +186,8 @@ ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank, const h
     H5Dclose(ds);
 close_space:
     H5Sclose(space);
+    if (dcpl >= 0 && dcpl != H5P_DEFAULT)
+        H5Pclose(dcpl);
 close_lcpl:
     if (lcpl >= 0)
         H5Pclose(lcpl);
@@ -161,7 +251,7 @@ ds_status ds_h5_read(hid_t loc, const char *name, ds_dtype t, size_t count, void
         return DS_FAIL(DS_ERR_IO, "%s: %s: cannot open dataset", file_of(loc, fn, sizeof fn), name);
     ds_status st = DS_OK;
     if (count && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        st = DS_FAIL(DS_ERR_IO, "%s: %s: read failed (truncated file or wrong type?)",
+        st = DS_FAIL(DS_ERR_IO, "%s: %s: read failed (checksum mismatch: corrupted; or truncated, or wrong type)",
                      file_of(loc, fn, sizeof fn), name);
     H5Dclose(ds);
     return st;
@@ -449,7 +539,7 @@ ds_status ds_h5_create_rows(hid_t loc, const char *name, hid_t ft, hsize_t cols,
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
     if (space < 0 || lcpl < 0 || dcpl < 0 || dapl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0
-        || H5Pset_chunk(dcpl, 2, chunk) < 0
+        || H5Pset_chunk(dcpl, 2, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0   /* checked on read */
         || H5Pset_chunk_cache(dapl, 521, cache_bytes, H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
         st = DS_FAIL(DS_ERR_IO, "%s: %s: chunked layout", file_of(loc, fn, sizeof fn), name);
         goto close_props;

@@ -16,6 +16,11 @@
 ds_status ds_h5_create(const char *path, hid_t *out);              /* truncates */
 ds_status ds_h5_open(const char *path, int writable, hid_t *out);
 ds_status ds_h5_close(hid_t file);
+/* A file that lives in memory (name only labels it), and its image written
+ * to path by our own writes, which closes it: a full disk is a clean error
+ * naming path, never an HDF5 file left half-closed. */
+ds_status ds_h5_create_mem(const char *name, hid_t *out);
+ds_status ds_h5_save_mem(hid_t file, const char *path);
 
 /* Writes data [dims...] of element type t as dataset name. */
 ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank,

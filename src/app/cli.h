@@ -3,7 +3,9 @@
 #ifndef DS_CLI_H
 #define DS_CLI_H
 
+#include "checkpoint.h"
 #include "config.h"
+#include "model.h"
 
 int ds_cli_train(int argc, char **argv);
 int ds_cli_info(int argc, char **argv);
@@ -23,5 +25,12 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
 int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out);
 /* Prints the status and recorded error as "dstrain CMD: ...". */
 int ds_cli_fail(const char *cmd, ds_status st);
+
+/* A CPU model sized for lim with the checkpoint's weights, every dataset's
+ * checksum and values verified (ds_checkpoint_load); free with
+ * ds_cli_free_model, also after a failure. */
+ds_status ds_cli_checkpoint_model(const char *ckpt, const ds_model_limits *lim, ds_ctx **ctx,
+                                  ds_model **m, ds_ckpt_info *info);
+void ds_cli_free_model(ds_ctx *ctx, ds_model *m);
 
 #endif

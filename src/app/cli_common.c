@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "build_info.h"
+#include "checkpoint.h"
 #include "cli.h"
 #include "reduce.h"
 
@@ -53,6 +54,27 @@ int ds_cli_load_model(const char *preset, const char *config_file, ds_model_cfg 
     else
         st = ds_config_preset(preset ? preset : "tiny", cfg);
     return st == DS_OK ? 0 : ds_cli_fail("model", st);
+}
+
+ds_status ds_cli_checkpoint_model(const char *ckpt, const ds_model_limits *lim, ds_ctx **ctx,
+                                  ds_model **m, ds_ckpt_info *info)
+{
+    ds_model_cfg cfg;
+    ds_dtype dt;
+    const ds_backend *be = ds_backend_get("cpu");
+    *ctx = NULL;
+    *m = NULL;
+    DS_TRY(ds_checkpoint_read_config(ckpt, &cfg, &dt, info));
+    DS_TRY(be->ctx_create(0, NULL, ctx));
+    DS_TRY(ds_model_create(&cfg, be, *ctx, dt, lim, m));
+    return ds_checkpoint_load(ckpt, *m);
+}
+
+void ds_cli_free_model(ds_ctx *ctx, ds_model *m)
+{
+    ds_model_destroy(m);
+    if (ctx)
+        ds_backend_get("cpu")->ctx_destroy(ctx);
 }
 
 int ds_cli_version(void)

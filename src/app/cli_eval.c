@@ -14,26 +14,6 @@
 #include "audio_features.h"
 #include "filter.h"
 
-/* A CPU model sized for lim, with the checkpoint's weights. */
-static ds_status load_model(const char *ckpt, const ds_model_limits *lim, ds_ctx **ctx,
-                            ds_model **m, ds_ckpt_info *info)
-{
-    ds_model_cfg cfg;
-    ds_dtype dt;
-    const ds_backend *be = ds_backend_get("cpu");
-    DS_TRY(ds_checkpoint_read_config(ckpt, &cfg, &dt, info));
-    DS_TRY(be->ctx_create(0, NULL, ctx));
-    DS_TRY(ds_model_create(&cfg, be, *ctx, dt, lim, m));
-    return ds_checkpoint_load(ckpt, *m);
-}
-
-static void free_model(ds_ctx *ctx, ds_model *m)
-{
-    ds_model_destroy(m);
-    if (ctx)
-        ds_backend_get("cpu")->ctx_destroy(ctx);
-}
-
 static ds_status run_eval(const char *ckpt, const char *data, int batch)
 {
     ds_model_cfg cfg;
@@ -55,13 +35,13 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
     DS_TRY_GOTO(st, ds_dataset_filter(d, &cfg, 0, 0, &keep, &n, &fs), out);
     const ds_model_limits lim = {batch, fs.max_frames > 0 ? fs.max_frames : 1,
                                  fs.max_labels > 0 ? fs.max_labels : 1};
-    DS_TRY_GOTO(st, load_model(ckpt, &lim, &ctx, &m, &info), out);
+    DS_TRY_GOTO(st, ds_cli_checkpoint_model(ckpt, &lim, &ctx, &m, &info), out);
     ds_eval_result r;
     DS_TRY_GOTO(st, ds_evaluate(m, d, keep, n, batch, info.norm, &r), out);
     printf("%s: %ld utterances (%ld too short for the model, not scored)\n", data, n, fs.ctc_impossible);
     printf("WER %.4f  CER %.4f  loss %.4f\n", ds_score_wer(&r.score), ds_score_cer(&r.score), r.loss);
 out:
-    free_model(ctx, m);
+    ds_cli_free_model(ctx, m);
     free(keep);
     if (d)
         ds_dataset_close(d);
@@ -82,12 +62,17 @@ int ds_cli_eval(int argc, char **argv)
                                        {"batch", 1, 0, 'b'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *ckpt = NULL, *data = NULL;
     int batch = 16, c;
+    double v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
         case 'c': ckpt = optarg; break;
         case 'd': data = optarg; break;
-        case 'b': batch = atoi(optarg); break;
+        case 'b':
+            if (ds_cli_num("eval", "batch", optarg, 1, 1e6, &v))
+                return 2;
+            batch = (int)v;
+            break;
         case 'h': eval_usage(stdout); return 0;
         default: eval_usage(stderr); return 2;
         }
@@ -143,7 +128,7 @@ static ds_status transcribe_one(const char *ckpt, const char *path)
         goto out;
     }
     const ds_model_limits lim = {1, frames, 1};
-    DS_TRY_GOTO(st, load_model(ckpt, &lim, &ctx, &m, &info), out);
+    DS_TRY_GOTO(st, ds_cli_checkpoint_model(ckpt, &lim, &ctx, &m, &info), out);
     DS_TRY_GOTO(st, ds_batch_alloc(&b, 1, frames, cfg.n_features, 1), out);
     memcpy(b.features, x, (size_t)frames * cfg.n_features * sizeof *x);
     b.n = 1;
@@ -169,7 +154,7 @@ out:
     free(logits);
     free(x);
     ds_batch_free(&b);
-    free_model(ctx, m);
+    ds_cli_free_model(ctx, m);
     return st;
 }
 

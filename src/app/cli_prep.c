@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fileutil.h"
 #include "prep.h"
 
 static void prep_usage(FILE *f)
@@ -51,21 +52,34 @@ static int parse_prep(int argc, char **argv, prep_args *a)
     a->o.dtype = DS_F16;
     a->o.progress = isatty(2) ? 1 : 0;
     int c;
+    double v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         ds_status st = DS_OK;
         switch (c) {
         case 'o': a->out = optarg; break;
         case 'f': st = ds_feature_type_parse(optarg, &a->o.feat.type); break;
-        case 'm': a->o.feat.n_mels = atoi(optarg); break;
-        case 'c': a->o.feat.n_mfcc = atoi(optarg); break;
+        case 'm':
+            if (ds_cli_num("prep", "n-mels", optarg, 1, 512, &v))
+                return 2;
+            a->o.feat.n_mels = (int)v;
+            break;
+        case 'c':
+            if (ds_cli_num("prep", "n-mfcc", optarg, 1, 512, &v))
+                return 2;
+            a->o.feat.n_mfcc = (int)v;
+            break;
         case 'd':
             if (!strcmp(optarg, "float16")) a->o.dtype = DS_F16;
             else if (!strcmp(optarg, "float32")) a->o.dtype = DS_F32;
             else st = DS_FAIL(DS_ERR_ARG, "--dtype %s: expected float16 or float32", optarg);
             break;
         case 'u': st = ds_unknown_policy_parse(optarg, &a->o.on_unknown); break;
-        case 't': a->o.threads = atoi(optarg); break;
+        case 't':
+            if (ds_cli_num("prep", "threads", optarg, 1, 4096, &v))
+                return 2;
+            a->o.threads = (int)v;
+            break;
         case 'q': a->o.progress = -1; break;
         case 'h': prep_usage(stdout); return 1;
         default: prep_usage(stderr); return 2;
@@ -88,9 +102,11 @@ static int parse_prep(int argc, char **argv, prep_args *a)
     return 0;
 }
 
-static void report(const prep_args *a, const ds_prep_list *l, const ds_prep_stats *s)
+/* The counts; written: whether --out now holds them. */
+static void report(const prep_args *a, const ds_prep_list *l, const ds_prep_stats *s, int written)
 {
-    printf("prep: wrote %ld utterances (%.2f h) to %s\n", s->written, s->seconds / 3600, a->out);
+    if (written)
+        printf("prep: wrote %ld utterances (%.2f h) to %s\n", s->written, s->seconds / 3600, a->out);
     printf("prep: skipped %ld transcript lines without audio, %ld audio files without a transcript, "
            "%ld bad lines, %ld unreadable or unusable audio, %ld empty or rejected transcripts, "
            "%ld with non-finite features\n",
@@ -119,7 +135,10 @@ static ds_status run_prep(prep_args *a, int rank, int size)
 {
     ds_prep_list l;
     ds_prep_stats s;
-    char part[1200];
+    char part[1200], stage[1200];
+    /* The result is staged beside --out and replaces it only once complete
+     * and not empty: a failed prep never destroys a good feature file. */
+    snprintf(stage, sizeof stage, "%s.new", a->out);
     DS_TRY(!strcmp(a->kind, "librispeech") ? ds_prep_scan_librispeech(a->source, &l)
                                            : ds_prep_scan_manifest(a->source, &l));
     if (a->o.threads <= 0) {
@@ -129,7 +148,7 @@ static ds_status run_prep(prep_args *a, int rank, int size)
     const long begin = l.n * rank / size, end = l.n * (rank + 1) / size;
     if (size > 1)
         snprintf(part, sizeof part, "%s.part-%d", a->out, rank);
-    ds_status st = ds_prep_run(&l, begin, end, size > 1 ? part : a->out, &a->o, &s);
+    ds_status st = ds_prep_run(&l, begin, end, size > 1 ? part : stage, &a->o, &s);
     int ok = st == DS_OK, all_ok = ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     if (size > 1 && all_ok && rank == 0) {
@@ -139,7 +158,7 @@ static ds_status run_prep(prep_args *a, int rank, int size)
             snprintf(names[r], sizeof names[r], "%s.part-%d", a->out, r);
             parts[r] = names[r];
         }
-        st = parts && names ? ds_dataset_merge(parts, size, a->out) : DS_FAIL(DS_ERR_MEM, "parts");
+        st = parts && names ? ds_dataset_merge(parts, size, stage) : DS_FAIL(DS_ERR_MEM, "parts");
         for (int r = 0; parts && names && r < size; r++)
             unlink(names[r]);
         free(parts);
@@ -149,10 +168,15 @@ static ds_status run_prep(prep_args *a, int rank, int size)
     if (st == DS_OK && !all_ok)
         st = DS_FAIL(DS_ERR_IO, "prep failed on another rank");
     if (st == DS_OK && rank == 0) {
-        report(a, &l, &s);
         if (s.written == 0)
-            st = DS_FAIL(DS_ERR_IO, "%s: no utterance could be prepared", a->source);
+            st = DS_FAIL(DS_ERR_IO, "%s: no utterance could be prepared (%s left as it was)",
+                         a->source, a->out);
+        else
+            st = ds_file_commit(stage, a->out);
+        report(a, &l, &s, st == DS_OK);
     }
+    if (rank == 0 && st != DS_OK)
+        unlink(stage);
     ds_prep_list_free(&l);
     return st;
 }

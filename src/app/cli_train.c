@@ -63,13 +63,17 @@ static void train_usage(FILE *f)
         "                        type (default: the --precision's)\n"
         "  --check-sync K        compare parameter checksums across ranks every K steps (0: off)\n"
         "  --local-bn            BatchNorm statistics per rank instead of synchronised\n"
-        "  --timeout S           end the job when a rank waits on others for S seconds (300)\n"
+        "  --timeout S           end the job when a rank waits on others for S seconds\n"
+        "                        (default 300; 0: wait for ever, no watchdog)\n"
         "checkpoints:\n"
         "  --checkpoint-dir D    write DIR/step-NNNNNNNN.h5 (parameters, BatchNorm state, config)\n"
-        "  --checkpoint-every N  every N steps (default: at the end of every epoch)\n"
+        "  --checkpoint-every N  every N steps (default, or 0: at the end of every epoch)\n"
+        "  --checkpoint-error E  stop (default) | continue: what a failed save (full disk) does;\n"
+        "                        either way the previous checkpoint stays whole\n"
         "output:\n"
         "  --log FILE.jsonl      one JSON object per step\n"
-        "  --print-every K       console line (with the batch CER) every K steps (default 10)\n"
+        "  --print-every K       console line (with the batch CER) every K steps (default 10;\n"
+        "                        0: only at the end)\n"
         "  --help                this text\n");
 }
 
@@ -79,7 +83,7 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR
 };
 
 static const struct option train_options[] = {
@@ -99,6 +103,7 @@ static const struct option train_options[] = {
     {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
     {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
     {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
+    {"checkpoint-error", 1, 0, O_CKPT_ERROR},
     {0, 0, 0, 0}};
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -140,6 +145,14 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_NORM: bad = ds_norm_parse(optarg, &o->norm) != DS_OK; break;
         case O_SPECAUG: o->aug = (ds_specaug){2, 27, 2, 40}; break;
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
+        case O_CKPT_ERROR:
+            if (!strcmp(optarg, "stop") || !strcmp(optarg, "continue"))
+                o->checkpoint_continue = !strcmp(optarg, "continue");
+            else {
+                fprintf(stderr, "dstrain train: --checkpoint-error %s: expected stop or continue\n", optarg);
+                bad = 1;
+            }
+            break;
         case O_CKPT_EVERY: bad = num("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
         case O_ALLREDUCE: bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK; break;
         case O_BUCKET: bad = num("bucket-mb", optarg, 1e-6, 1e5, &o->bucket_mb); break;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "fileutil.h"
 #include "evaluate.h"
 #include "train_run.h"
 
@@ -88,8 +89,8 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     report_memory(r);
     if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
-    if (o->checkpoint_dir && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot create the checkpoint directory", o->checkpoint_dir);
+    if (o->checkpoint_dir)   /* before any step, not at the first save */
+        DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
     return ds_log_open(&r->log, o->log_path);
 }
 
@@ -100,9 +101,15 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm};
-    DS_TRY(ds_checkpoint_save(path, r->model, &info));
-    ds_print("checkpoint %s\n", path);
-    return DS_OK;
+    ds_status st = ds_checkpoint_save(path, r->model, &info);
+    if (st == DS_OK)
+        ds_print("checkpoint %s\n", path);
+    else if (r->o->checkpoint_continue) {   /* the previous checkpoint is still whole */
+        ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
+                 "(--checkpoint-error continue)\n", step, ds_last_error());
+        st = DS_OK;
+    }
+    return st;
 }
 
 static void print_step(long total, const ds_step_metrics *s)

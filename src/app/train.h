@@ -36,6 +36,7 @@ typedef struct {
     /* checkpoints */
     const char *checkpoint_dir;   /* NULL: none */
     long checkpoint_every;        /* steps; 0: at the end of each epoch */
+    int checkpoint_continue;      /* a failed save warns and training goes on */
     /* data parallelism: batch is per rank, the global batch is ranks x batch */
     ds_world *world;              /* NULL: one process */
     ds_reduce_kind allreduce;

@@ -1,0 +1,12 @@
+# Faults a user or a machine inflicts (issue 13), each a regression test:
+# bad numbers and paths, a failed prep over a good file, corrupted
+# checkpoints (tests/faults/test_bad_input.sh), and a disk that fills while a
+# checkpoint is written (test_full_disk.sh: mounts a small tmpfs; skipped,
+# saying why, where it cannot).
+add_test(NAME faults_bad_input
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_input.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+add_test(NAME faults_full_disk
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_full_disk.sh $<TARGET_FILE:dstrain>)
+set_tests_properties(faults_bad_input faults_full_disk PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
