@@ -1,11 +1,19 @@
 /* world.c - see world.h. The watchdog is a thread that wakes twice a second
  * and aborts the job when the main thread or the communication thread has
  * been waiting on other ranks longer than the timeout: a dead or hung rank
- * ends the job with a message instead of a hang. */
+ * ends the job with a message instead of a hang.
+ *
+ * The message names the rank that is stuck, not only the wait of the rank
+ * that gave up: before aborting, the watchdog calls the roll on a
+ * communicator of its own. Every rank's watchdog answers (twice a second)
+ * whether its rank is waiting and in what; a rank frozen, dead or stuck in
+ * a system call does not answer within ROLL_CALL_S, and one that answers
+ * "not waiting" is the one the others wait for. */
 #include "world.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +23,15 @@
 #include "log.h"
 
 enum { SLOT_MAIN, SLOT_OTHER, SLOTS };
+enum { TAG_ASK = 7301, TAG_ANSWER = 7302 };
+#define ROLL_CALL_S 3.0
+
+/* One rank's answer to a roll call. */
+typedef struct {
+    int waiting;       /* either thread is waiting on other ranks */
+    double waited;     /* seconds, the longer wait */
+    char what[96];     /* that wait's operation, or the last one */
+} roll_answer;
 
 static struct {
     pthread_t thread, main_thread;
@@ -25,7 +42,9 @@ static struct {
     int waiting[SLOTS];
     double since[SLOTS];
     char what[SLOTS][128];
-} wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    MPI_Comm roll;   /* the watchdogs' own communicator */
+    int size;
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .roll = MPI_COMM_NULL};
 
 static double now_s(void)
 {
@@ -34,11 +53,101 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* This rank's answer, from the slots (wd.mu held): the longest wait under
+ * way, else the main thread's last one. */
+static roll_answer my_answer(void)
+{
+    roll_answer a = {0};
+    const double t = now_s();
+    int pick = SLOT_MAIN;
+    for (int s = 0; s < SLOTS; s++)
+        if (wd.waiting[s] && (!a.waiting || t - wd.since[s] > a.waited)) {
+            a.waiting = 1;
+            a.waited = t - wd.since[s];
+            pick = s;
+        }
+    snprintf(a.what, sizeof a.what, "%s", wd.what[pick]);
+    return a;
+}
+
+/* Answers every roll call waiting for this rank (wd.mu not held). */
+static void answer_roll_calls(void)
+{
+    int flag = 1;
+    while (wd.roll != MPI_COMM_NULL && flag) {
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ASK, wd.roll, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        int ask;
+        if (MPI_Recv(&ask, 1, MPI_INT, st.MPI_SOURCE, TAG_ASK, wd.roll, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        pthread_mutex_lock(&wd.mu);
+        roll_answer a = my_answer();
+        pthread_mutex_unlock(&wd.mu);
+        MPI_Request rq;   /* small: delivered eagerly; never waited on */
+        if (MPI_Isend(&a, (int)sizeof a, MPI_BYTE, st.MPI_SOURCE, TAG_ANSWER, wd.roll, &rq) == MPI_SUCCESS)
+            MPI_Request_free(&rq);
+    }
+}
+
+/* Asks every other rank and waits up to ROLL_CALL_S for the answers (still
+ * answering others, who may be asking at the same time); then writes to
+ * out [cap] which ranks did not answer and which were not waiting. */
+static void roll_call(char *out, size_t cap)
+{
+    const int n = wd.size;
+    MPI_Request *rq = calloc((size_t)n, sizeof *rq);
+    roll_answer *ans = calloc((size_t)n, sizeof *ans);
+    int *got = calloc((size_t)n, sizeof *got);
+    static int ask = 1;
+    out[0] = '\0';
+    if (!rq || !ans || !got || wd.roll == MPI_COMM_NULL) {
+        free(rq), free(ans), free(got);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        rq[r] = MPI_REQUEST_NULL;
+        if (r == wd.rank)
+            continue;
+        MPI_Request sq;
+        if (MPI_Isend(&ask, 1, MPI_INT, r, TAG_ASK, wd.roll, &sq) == MPI_SUCCESS)
+            MPI_Request_free(&sq);
+        MPI_Irecv(&ans[r], (int)sizeof ans[r], MPI_BYTE, r, TAG_ANSWER, wd.roll, &rq[r]);
+    }
+    const double until = now_s() + ROLL_CALL_S;
+    int missing = n - 1;
+    while (missing > 0 && now_s() < until) {
+        for (int r = 0; r < n; r++) {
+            int done = 0;
+            if (r != wd.rank && !got[r] && MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                got[r] = 1, missing--;
+        }
+        answer_roll_calls();
+        usleep(20 * 1000);
+    }
+    size_t len = 0;
+    for (int r = 0; r < n && len < cap; r++)
+        if (r != wd.rank && !got[r])
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "; rank %d does not answer (stopped, dead, or stuck outside "
+                                    "dstrain's waits)", r);
+    for (int r = 0; r < n && len < cap; r++)
+        if (r != wd.rank && got[r] && !ans[r].waiting)
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "; rank %d answers but is not waiting on the others (busy; "
+                                    "last wait: %s)", r, ans[r].what[0] ? ans[r].what : "none");
+    if (len == 0)
+        snprintf(out, cap, "; every rank answers and waits (a collective that cannot complete)");
+    /* outstanding receives are left: the job ends now */
+    free(rq), free(ans), free(got);
+}
+
 static void *watchdog(void *arg)
 {
     (void)arg;
     for (;;) {
         usleep(500 * 1000);
+        answer_roll_calls();
         pthread_mutex_lock(&wd.mu);
         if (wd.stop) {
             pthread_mutex_unlock(&wd.mu);
@@ -47,10 +156,14 @@ static void *watchdog(void *arg)
         for (int s = 0; s < SLOTS; s++) {
             double waited = now_s() - wd.since[s];
             if (wd.waiting[s] && waited > wd.timeout_s) {
+                char what[128], who[2048];
+                snprintf(what, sizeof what, "%s", wd.what[s]);
+                pthread_mutex_unlock(&wd.mu);
+                roll_call(who, sizeof who);
                 fprintf(stderr,
-                        "dstrain: rank %d waited %.0f s in %s for the other ranks (--timeout %g): "
-                        "a rank has died or hangs; ending the job\n",
-                        wd.rank, waited, wd.what[s], wd.timeout_s);
+                        "dstrain: rank %d waited %.0f s in %s for the other ranks (--timeout %g)%s; "
+                        "ending the job\n",
+                        wd.rank, waited, what, wd.timeout_s, who);
                 fflush(stderr);
                 MPI_Abort(MPI_COMM_WORLD, 3);
                 _exit(3);   /* if MPI_Abort itself cannot reach the launcher */
@@ -162,7 +275,10 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     wd.rank = w->rank;
     wd.timeout_s = timeout_s;
     wd.stop = 0;
+    wd.size = w->size;
     if (timeout_s > 0 && w->size > 1) {
+        DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &wd.roll), "MPI_Comm_dup"));
+        MPI_Comm_set_errhandler(wd.roll, MPI_ERRORS_RETURN);
         if (pthread_create(&wd.thread, NULL, watchdog, NULL) != 0)
             return DS_FAIL(DS_ERR_MPI, "cannot start the watchdog thread");
         wd.running = 1;
@@ -179,6 +295,8 @@ void ds_world_finalize(ds_world *w)
         pthread_join(wd.thread, NULL);
         wd.running = 0;
     }
+    if (wd.roll != MPI_COMM_NULL)
+        MPI_Comm_free(&wd.roll);
     if (w->comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->comm);
     if (w->grad_comm != MPI_COMM_NULL)

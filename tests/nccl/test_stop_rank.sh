@@ -6,8 +6,9 @@
 # in an NCCL allreduce, and its watchdog (mpi/world.c) or the NCCL
 # transport's watch (mpi/op_watch.c) must end the job: a non-zero status
 # well within the timeout plus the launcher's teardown, a message naming
-# rank 0, the operation it waited in and the timeout, and no rank left
-# running (the launcher kills the stopped one).
+# rank 0, the operation it waited in and the timeout, and (MPI watchdog)
+# rank 1 as the one that does not answer, and no rank left running (the
+# launcher kills the stopped one).
 # usage: test_stop_rank.sh DSTRAIN WORKDIR DEVICE TRANSPORT
 #   cpu mpi    the watchdog path (CI)
 #   cuda nccl  the NCCL path: needs 2 GPUs (ctest -L multi-gpu), else skipped
@@ -58,6 +59,11 @@ if [ $took -lt $(( (limit + slack) * 1000 )) ]; then ok; else bad "took $took ms
 if grep -Eq "rank 0 waited [0-9]+ s in .+ for the other ranks \(--timeout $limit\)" "$work/out"; then ok
 else bad "no message naming rank 0's wait: $(tail -3 "$work/out")"; fi
 grep -Eo "rank 0 waited [0-9]+ s in [^(]+" "$work/out" | head -1
+# ... and the rank that is stuck: frozen, its watchdog does not answer the roll call
+if [ "$transport" = mpi ]; then
+  if grep -q "rank 1 does not answer" "$work/out"; then ok
+  else bad "the stopped rank is not named: $(grep 'dstrain: rank 0' "$work/out")"; fi
+fi
 if [ "$transport" = nccl ]; then
   grep -q "in the NCCL allreduce of .*aborting the NCCL communicator" "$work/out" \
     && echo "(the NCCL watch ended it)" || echo "(the MPI watchdog ended it first)"
