@@ -1,12 +1,15 @@
 # Faults a user or a machine inflicts (issue 13), each a regression test:
 # bad numbers and paths, a failed prep over a good file, corrupted
-# checkpoints (tests/faults/test_bad_input.sh), and a disk that fills while a
+# checkpoints (tests/faults/test_bad_input.sh), a disk that fills while a
 # checkpoint is written (test_full_disk.sh: mounts a small tmpfs; skipped,
-# saying why, where it cannot).
+# saying why, where it cannot), and a scheduler's SIGTERM/SIGUSR1 on 1 and 2
+# ranks (test_preempt.sh).
 add_test(NAME faults_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_input.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
 add_test(NAME faults_full_disk
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_full_disk.sh $<TARGET_FILE:dstrain>)
-set_tests_properties(faults_bad_input faults_full_disk PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+add_test(NAME faults_preempt
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_preempt.sh $<TARGET_FILE:dstrain>)
+set_tests_properties(faults_bad_input faults_full_disk faults_preempt PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

@@ -273,6 +273,13 @@ int ds_cli_train(int argc, char **argv)
     st = ds_train(&o, &r);
     if (st != DS_OK)
         return fail_ranks(&world, st);
+    if (r.stop_signal) {   /* a scheduler's SIGTERM or SIGUSR1: saved, exit "try again" */
+        ds_print("stopped by %s after step %ld: %s%s\n", strsignal(r.stop_signal), r.steps,
+                 r.stop_checkpoint[0] ? "checkpoint " : "nothing saved (no --checkpoint-dir)",
+                 r.stop_checkpoint);
+        ds_world_finalize(&world);
+        return DS_EXIT_PREEMPTED;
+    }
     ds_print("done: %ld steps, loss %.4f -> %.4f", r.steps, r.first_loss, r.last_loss);
     if (r.last_cer >= 0)
         ds_print(", batch CER %.3f", r.last_cer);

@@ -7,7 +7,7 @@
 
 #include "train_run.h"
 
-enum { GATHERED = 3 };   /* per rank: step ms, loss, infinite count */
+enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal */
 
 static ds_status hook_ready(void *user, size_t place)
 {
@@ -99,9 +99,11 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
     s->loss = out->loss;
     s->n_infinite = out->n_infinite;
     s->samples_per_s = global_n / (s->step_ms / 1e3);
-    if (r->ranks == 1)
+    if (r->ranks == 1) {
+        r->stop_signal = ds_stop_signal();
         return DS_OK;
-    const double mine[GATHERED] = {s->step_ms, out->loss, out->n_infinite};
+    }
+    const double mine[GATHERED] = {s->step_ms, out->loss, out->n_infinite, ds_stop_signal()};
     ds_world *w = r->o->world;
     ds_world_wait_begin(w, "gathering step metrics");
     int rc = MPI_Allgather(mine, GATHERED, MPI_DOUBLE, r->gathered, GATHERED, MPI_DOUBLE, w->comm);
@@ -112,6 +114,8 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
     for (int k = 0; k < r->ranks; k++) {   /* the global loss: every rank's share, in rank order */
         s->loss += r->gathered[k * GATHERED + 1];
         s->n_infinite += (int)r->gathered[k * GATHERED + 2];
+        if (r->gathered[k * GATHERED + 3] != 0)   /* any rank signalled: all stop together */
+            r->stop_signal = (int)r->gathered[k * GATHERED + 3];
         r->gathered[k] = r->gathered[k * GATHERED];   /* step times to the front, for sorting */
     }
     qsort(r->gathered, (size_t)r->ranks, sizeof *r->gathered, cmp_double);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "fileutil.h"
@@ -216,12 +217,29 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
     return DS_OK;
 }
 
+/* SIGTERM/SIGUSR1, agreed by every rank: read the step in flight, save a
+ * checkpoint of the step count reached, and report how it stopped. */
+static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *res)
+{
+    DS_TRY(finish_pending(r, res));
+    res->stop_signal = r->stop_signal ? r->stop_signal : ds_stop_signal();
+    if (r->o->checkpoint_dir) {
+        DS_TRY(save_checkpoint(r, step, epoch));
+        char path[1024];
+        snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
+        if (r->rank == 0 && access(path, F_OK) == 0)   /* not if a full disk was let pass */
+            snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s", path);
+    }
+    return DS_OK;
+}
+
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
 {
     memset(res, 0, sizeof *res);
     res->val_cer = res->val_wer = res->val_loss = res->last_cer = -1;
     run_state r;
     ds_status st;
+    ds_stop_signals_install();
     DS_TRY_GOTO(st, ds_run_open(o, &r), out);
     long step = 0;
     for (int epoch = 0; step < r.total; epoch++) {
@@ -233,6 +251,10 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
                 break;
             DS_TRY_GOTO(st, run_step(&r, b, step, epoch, res), out);
             step++;
+            if (r.stop_signal || (r.ranks == 1 && ds_stop_signal())) {
+                DS_TRY_GOTO(st, stop_now(&r, step, epoch, res), out);
+                goto out;
+            }
         }
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }

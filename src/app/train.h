@@ -53,7 +53,13 @@ typedef struct {
     double val_cer, val_wer, val_loss;    /* after the last epoch; < 0 without --val */
     double mean_step_ms, samples_per_s;   /* steps after the first (warm) */
     size_t mem_in_use, mem_peak;          /* backend memory (bytes) after the run, at its peak */
+    int stop_signal;                      /* SIGTERM/SIGUSR1 ended the run early; 0: it ran out */
+    char stop_checkpoint[1024];           /* written when it stopped; "" without --checkpoint-dir */
 } ds_train_result;
+
+/* dstrain train's exit status when SIGTERM or SIGUSR1 stopped it after a
+ * step (checkpoint written): EX_TEMPFAIL, "try again", for a requeue. */
+#define DS_EXIT_PREEMPTED 75
 
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res);
 

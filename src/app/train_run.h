@@ -45,7 +45,8 @@ typedef struct {
     /* ranks */
     ds_dist dist;
     int rank, ranks;
-    double *gathered;           /* [ranks][3] step time, loss, n_inf of every rank */
+    double *gathered;           /* [ranks][4] step time, loss, n_inf, stop signal of every rank */
+    int stop_signal;            /* agreed by every rank: stop after the step read last */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
@@ -70,6 +71,12 @@ void ds_run_close_ranks(run_state *r);
 ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
 /* Stops the run, naming the ranks whose parameters differ from rank 0's. */
 ds_status ds_run_check_sync(run_state *r, long step);
+
+/* stop_signal.c: after ds_stop_signals_install, SIGTERM or SIGUSR1 only
+ * records itself; ds_stop_signal returns its number (0: none). The run
+ * agrees on it across ranks with the step's metrics and stops. */
+void ds_stop_signals_install(void);
+int ds_stop_signal(void);
 
 /* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow:RANK:STEP makes that rank exit,
  * hang or sleep 0.5 s before that step (steps count from 1), or returns 1
