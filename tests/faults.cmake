@@ -3,7 +3,8 @@
 # checkpoints (tests/faults/test_bad_input.sh), a disk that fills while a
 # checkpoint is written (test_full_disk.sh: mounts a small tmpfs; skipped,
 # saying why, where it cannot), and a scheduler's SIGTERM/SIGUSR1 on 1 and 2
-# ranks (test_preempt.sh).
+# ranks (test_preempt.sh), and runs of non-finite gradients against
+# --max-bad-steps on 1 and 2 ranks (test_bad_steps.sh).
 add_test(NAME faults_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_input.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
@@ -11,5 +12,8 @@ add_test(NAME faults_full_disk
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_full_disk.sh $<TARGET_FILE:dstrain>)
 add_test(NAME faults_preempt
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_preempt.sh $<TARGET_FILE:dstrain>)
-set_tests_properties(faults_bad_input faults_full_disk faults_preempt PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+add_test(NAME faults_bad_steps
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_steps.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(faults_bad_input faults_full_disk faults_preempt faults_bad_steps PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

@@ -56,6 +56,8 @@ static void train_usage(FILE *f)
         "                        --loss-scale-window clean steps, x0.5 and skip the step on\n"
         "                        Inf/NaN (default: dynamic for fp16, else 1 = none)\n"
         "  --loss-scale-window N clean steps before a dynamic scale doubles (default 2000)\n"
+        "  --max-bad-steps K     stop after K consecutive steps skipped for a non-finite loss\n"
+        "                        or gradient (default 100; 0: never)\n"
         "ranks (mpiexec -np N / srun; --batch is per rank, the global batch is N x B):\n"
         "  --allreduce mpi|nccl  gradient reduction (default mpi; nccl: --device cuda, one GPU per rank)\n"
         "  --bucket-mb M         gradient bucket size in MiB, reduced as backward finishes it (25)\n"
@@ -83,7 +85,7 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD
 };
 
 static const struct option train_options[] = {
@@ -103,7 +105,7 @@ static const struct option train_options[] = {
     {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
     {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
     {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
-    {"checkpoint-error", 1, 0, O_CKPT_ERROR},
+    {"checkpoint-error", 1, 0, O_CKPT_ERROR}, {"max-bad-steps", 1, 0, O_MAX_BAD},
     {0, 0, 0, 0}};
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -123,7 +125,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     int c, bad = 0;
     *o = (ds_train_opts){.device = "cpu", .precision = DS_F32, .batch = 8, .steps = 0,
                          .epochs = 0, .synthetic_utts = 1024, .max_frames = 400, .seed = 1,
-                         .optim = ds_optim_defaults(), .print_every = 10, .bucket_mb = 25};
+                         .optim = ds_optim_defaults(), .print_every = 10, .bucket_mb = 25,
+                         .max_bad_steps = 100};
     *timeout = 300;
     long steps = -1;   /* -1: not given */
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
@@ -145,6 +148,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_NORM: bad = ds_norm_parse(optarg, &o->norm) != DS_OK; break;
         case O_SPECAUG: o->aug = (ds_specaug){2, 27, 2, 40}; break;
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
+        case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
         case O_CKPT_ERROR:
             if (!strcmp(optarg, "stop") || !strcmp(optarg, "continue"))
                 o->checkpoint_continue = !strcmp(optarg, "continue");

@@ -12,8 +12,11 @@ int ds_inject_fault(int my_rank, long step)
     const char *f = getenv("DSTRAIN_FAULT");
     char kind[8];
     int rank;
-    long at;
-    if (!f || sscanf(f, "%7[a-z]:%d:%ld", kind, &rank, &at) != 3 || rank != my_rank || at != step)
+    long at, last;
+    const int n = f ? sscanf(f, "%7[a-z]:%d:%ld-%ld", kind, &rank, &at, &last) : 0;
+    if (n == 3)
+        last = at;
+    if (n < 3 || rank != my_rank || step < at || step > last)
         return 0;
     fprintf(stderr, "dstrain: rank %d: injected fault (%s) at step %ld\n", rank, kind, step);
     if (!strcmp(kind, "inf"))

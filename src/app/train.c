@@ -163,6 +163,14 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     res->last_loss = s.loss;
     res->skipped += s.skipped;
     res->steps = p.step + 1;
+    /* every rank sees the same verdict (taken after the reduction): all stop together */
+    r->bad_run = s.skipped ? r->bad_run + 1 : 0;
+    if (o->max_bad_steps > 0 && r->bad_run >= o->max_bad_steps)
+        return DS_FAIL(DS_ERR_ARG,
+                       "steps %ld to %ld all had a non-finite loss or gradient and were skipped "
+                       "(--max-bad-steps %ld): stopping; the parameters are those before them, "
+                       "and so is the last checkpoint",
+                       p.step + 2 - r->bad_run, p.step + 1, o->max_bad_steps);
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_run_check_sync(r, p.step + 1));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)

@@ -47,6 +47,7 @@ typedef struct {
     int rank, ranks;
     double *gathered;           /* [ranks][4] step time, loss, n_inf, stop signal of every rank */
     int stop_signal;            /* agreed by every rank: stop after the step read last */
+    long bad_run;               /* consecutive steps skipped for a non-finite gradient */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
@@ -78,9 +79,10 @@ ds_status ds_run_check_sync(run_state *r, long step);
 void ds_stop_signals_install(void);
 int ds_stop_signal(void);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow:RANK:STEP makes that rank exit,
- * hang or sleep 0.5 s before that step (steps count from 1), or returns 1
- * (inf) for an Inf in that step's gradients on that rank, for the tests of
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow:RANK:STEP[-LAST] makes that rank
+ * exit, hang or sleep 0.5 s before that step (steps count from 1), or
+ * returns 1 (inf) for an Inf in that step's gradients on that rank (each of
+ * the steps STEP..LAST), for the tests of
  * what the other ranks do then (slow: of what bench times). */
 int ds_inject_fault(int rank, long step);
 

@@ -73,7 +73,9 @@ for want in ("conv 1", "conv_to_seq", "rnn 1", "rnn 2", "output"):
 conv = r["layers"][names.index("conv 1")]
 assert conv["fwd_ms"] > 0 and conv["bwd_ms"] > 0
 total = sum(l["fwd_ms"] + l["bwd_ms"] for l in r["layers"])
-assert 0.3 * r["step_ms"] < total <= 1.02 * r["step_ms"], (total, r["step_ms"])
+# layer times are means over the timed steps: compare with the mean step, not
+# the median (one slow step on a busy machine moves the two apart)
+assert 0.3 * r["step_ms_mean"] < total <= 1.02 * r["step_ms_mean"], (total, r["step_ms_mean"])
 phases = {p["name"]: p["ms"] for p in r["phases"]}
 assert {"forward", "backward", "optimizer"} <= set(phases), phases
 events = json.load(open(sys.argv[2]))["traceEvents"]
