@@ -601,12 +601,13 @@ ds_status ds_h5_read_rows(hid_t ds, hid_t mt, hsize_t row0, hsize_t rows, hsize_
 {
     char on[600];
     hid_t file, mem;
+    quiet();   /* HDF5's error printing is per thread: the loader's too */
     if (!select_rows(ds, row0, rows, cols, &file, &mem))
         return DS_FAIL(DS_ERR_IO, "%s: cannot select rows %llu..%llu", object_of(ds, on, sizeof on),
                        (unsigned long long)row0, (unsigned long long)(row0 + rows));
     ds_status st = DS_OK;
     if (H5Dread(ds, mt, mem, file, H5P_DEFAULT, data) < 0)
-        st = DS_FAIL(DS_ERR_IO, "%s: reading rows %llu..%llu failed (truncated file?)",
+        st = DS_FAIL(DS_ERR_IO, "%s: reading rows %llu..%llu failed (checksum mismatch: corrupted; or truncated)",
                      object_of(ds, on, sizeof on), (unsigned long long)row0,
                      (unsigned long long)(row0 + rows));
     H5Sclose(mem);

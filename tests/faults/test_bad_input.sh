@@ -2,8 +2,8 @@
 # Issue 13's defects found by a hostile or careless user, as regression
 # tests (CPU, one rank): numeric options that took NaN, a failed prep that
 # destroyed a good feature file, a manifest named without a directory,
-# corrupted checkpoints used silently, and a checkpoint directory checked
-# only at the first save.
+# finite corruption in a feature file and in checkpoints used silently, and
+# a checkpoint directory checked only at the first save.
 # usage: test_bad_input.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -54,6 +54,38 @@ else fail "failed prep (exit $rc) changed or left debris next to --out: $out"; f
 # the manifest named without a directory: its audio is found beside it
 if grep -q "\./noise.wav" <<<"$out"; then pass "manifest paths relative to a bare CSV name"
 else fail "manifest audio path not resolved beside m.csv: $out"; fi
+
+# --- a feature file with one flipped byte in /features (values stay finite)
+# is refused when read, not trained on: the Fletcher32 checksum
+mkdir -p "$work/feat"
+"$py" - "$work/feat" <<'PY'
+import math, random, struct, sys, wave
+random.seed(5)
+for k in range(3):   # one second of a noisy tone each
+    with wave.open(f"{sys.argv[1]}/tone{k}.wav", "wb") as w:
+        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (220 + 50 * k) * i / 16000))
+                                           + random.randint(-300, 300)) for i in range(16000)))
+open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
+PY
+"$bin" prep manifest "$work/feat/ok.csv" --out "$work/feat/good.h5" --quiet >/dev/null 2>&1 \
+  || fail "prep of three tones"
+if "$bin" train --train "$work/feat/good.h5" --steps 2 --batch 2 --print-every 0 >/dev/null 2>&1; then
+  pass "the intact feature file trains"
+else fail "the intact feature file does not train"; fi
+cp "$work/feat/good.h5" "$work/feat/flip.h5"
+"$py" - "$work/feat/flip.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    off = f["features"].id.get_chunk_info(0).byte_offset
+with open(sys.argv[1], "r+b") as g:   # a low mantissa bit of one float16: still finite
+    g.seek(off + 1001); b = g.read(1); g.seek(off + 1001); g.write(bytes([b[0] ^ 0x04]))
+PY
+out=$("$bin" train --train "$work/feat/flip.h5" --steps 2 --batch 2 --print-every 0 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "flip.h5: /features: .*checksum mismatch" <<<"$out" && \
+   ! grep -q "HDF5-DIAG\|minor:" <<<"$out"; then
+  pass "a flipped byte in /features is refused, naming the file and dataset"
+else fail "flipped /features: exit $rc: $out"; fi
 
 # --- checkpoints: corruption is reported with the file and the dataset
 ck="$work/ck"
