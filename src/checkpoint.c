@@ -1,6 +1,8 @@
 /* checkpoint.c - see checkpoint.h. */
 #include "checkpoint.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,5 +194,54 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m)
     if (st == DS_OK)
         st = read_tensors(f, path, m, "state", DS_BN_STATS);
     ds_h5_close(f);
+    return st;
+}
+
+/* For qsort: steps, newest first. */
+static int newer_first(const void *a, const void *b)
+{
+    const long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
+{
+    *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot list the checkpoint directory: %s", dir, strerror(errno));
+    long *steps = NULL;
+    size_t n = 0, cap = 0;
+    ds_status st = DS_OK;
+    for (struct dirent *e; st == DS_OK && (e = readdir(d));) {
+        long step;
+        char tail[8];
+        /* only names this program writes: step-NNNNNNNN.h5 */
+        if (strlen(e->d_name) != 16 || sscanf(e->d_name, "step-%8ld.%3s", &step, tail) != 2 ||
+            strcmp(tail, "h5") != 0)
+            continue;
+        if (n == cap) {
+            long *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+            if (!grown)
+                st = DS_FAIL(DS_ERR_MEM, "checkpoint list");
+            else
+                steps = grown;
+        }
+        if (st == DS_OK)
+            steps[n++] = step;
+    }
+    closedir(d);
+    if (st == DS_OK && n > (size_t)keep) {
+        qsort(steps, n, sizeof *steps, newer_first);
+        for (size_t i = (size_t)keep; st == DS_OK && i < n; i++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/step-%08ld.h5", dir, steps[i]);
+            if (unlink(path) != 0)
+                st = DS_FAIL(DS_ERR_IO, "%s: cannot remove an old checkpoint: %s", path, strerror(errno));
+            else
+                (*removed)++;
+        }
+    }
+    free(steps);
     return st;
 }

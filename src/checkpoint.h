@@ -27,6 +27,10 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
 /* Loads parameters and state into m, whose table must match name for name. */
 ds_status ds_checkpoint_load(const char *path, ds_model *m);
 
+/* Removes all but the keep newest (highest step) step-NNNNNNNN.h5 in dir;
+ * other files are left alone. *removed counts what went. */
+ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed);
+
 /* /group/<name> for every tensor of buffer which (DS_PARAMS, DS_GRADS,
  * DS_BN_STATS) in the model's dtype. */
 ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which);

@@ -70,6 +70,7 @@ static void train_usage(FILE *f)
         "checkpoints:\n"
         "  --checkpoint-dir D    write DIR/step-NNNNNNNN.h5 (parameters, BatchNorm state, config)\n"
         "  --checkpoint-every N  every N steps (default, or 0: at the end of every epoch)\n"
+        "  --keep K              keep only the K newest checkpoints (default 0: all)\n"
         "  --checkpoint-error E  stop (default) | continue: what a failed save (full disk) does;\n"
         "                        either way the previous checkpoint stays whole\n"
         "output:\n"
@@ -85,7 +86,7 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP
 };
 
 static const struct option train_options[] = {
@@ -106,6 +107,7 @@ static const struct option train_options[] = {
     {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
     {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
     {"checkpoint-error", 1, 0, O_CKPT_ERROR}, {"max-bad-steps", 1, 0, O_MAX_BAD},
+    {"keep", 1, 0, O_KEEP},
     {0, 0, 0, 0}};
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -149,6 +151,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_SPECAUG: o->aug = (ds_specaug){2, 27, 2, 40}; break;
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
         case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
+        case O_KEEP: bad = num("keep", optarg, 0, 1e6, &v); o->checkpoint_keep = (int)v; break;
         case O_CKPT_ERROR:
             if (!strcmp(optarg, "stop") || !strcmp(optarg, "continue"))
                 o->checkpoint_continue = !strcmp(optarg, "continue");

@@ -103,9 +103,13 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm};
     ds_status st = ds_checkpoint_save(path, r->model, &info);
-    if (st == DS_OK)
+    if (st == DS_OK) {
         ds_print("checkpoint %s\n", path);
-    else if (r->o->checkpoint_continue) {   /* the previous checkpoint is still whole */
+        int removed = 0;   /* old ones go only once the new one is safely in place */
+        if (r->o->checkpoint_keep > 0)
+            st = ds_checkpoint_prune(r->o->checkpoint_dir, r->o->checkpoint_keep, &removed);
+    }
+    if (st != DS_OK && r->o->checkpoint_continue) {   /* the previous checkpoint is still whole */
         ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
                  "(--checkpoint-error continue)\n", step, ds_last_error());
         st = DS_OK;

@@ -37,6 +37,7 @@ typedef struct {
     const char *checkpoint_dir;   /* NULL: none */
     long checkpoint_every;        /* steps; 0: at the end of each epoch */
     int checkpoint_continue;      /* a failed save warns and training goes on */
+    int checkpoint_keep;          /* newest checkpoints kept; 0: all */
     long max_bad_steps;           /* stop after this many consecutive skipped steps; 0: never */
     /* data parallelism: batch is per rank, the global batch is ranks x batch */
     ds_world *world;              /* NULL: one process */

@@ -135,5 +135,15 @@ if [ "$rc" -ne 0 ] && grep -q "not-a-dir" <<<"$out" && ! grep -q "^step " <<<"$o
   pass "a checkpoint path that is a file is refused before training"
 else fail "checkpoint path that is a file: exit $rc: $out"; fi
 
+# --- --keep K: the K newest checkpoints stay, files dstrain did not write are left alone
+mkdir -p "$work/keep"
+touch "$work/keep/notes.txt" "$work/keep/step-1.h5"
+"$bin" train --model tiny --synthetic --steps 10 --checkpoint-every 2 --keep 2 \
+  --checkpoint-dir "$work/keep" --print-every 0 >/dev/null 2>&1 || fail "training with --keep 2"
+left=$(cd "$work/keep" && ls | tr '\n' ' ')
+if [ "$left" = "notes.txt step-00000008.h5 step-00000010.h5 step-1.h5 " ]; then
+  pass "--keep 2 keeps the two newest checkpoints and nothing else is touched"
+else fail "--keep 2 left: $left"; fi
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]
