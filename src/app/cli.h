@@ -23,6 +23,11 @@ int ds_cli_load_model(const char *preset, const char *config_file, ds_model_cfg 
 int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* fp32 | fp64 | fp16 | bf16 for --flag of dstrain cmd; -1 (printed) otherwise. */
 int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out);
+
+/* s as one of names (NULL-terminated): *out gets its index; else -1 and an
+ * error naming cmd, --flag and the choices. */
+int ds_cli_choice(const char *cmd, const char *flag, const char *s, const char *const *names,
+                  int *out);
 /* Prints the status and recorded error as "dstrain CMD: ...". */
 int ds_cli_fail(const char *cmd, ds_status st);
 

@@ -165,7 +165,7 @@ static int parse_list(const char *flag, const char *arg, bench_args *a)
 static int parse_bench(int argc, char **argv, bench_args *a)
 {
     const char *preset = NULL, *config = NULL;
-    int c, bad = 0, have_frames = 0, synthetic = 0;
+    int c, bad = 0, have_frames = 0, synthetic = 0, pick = 0;
     double v;
     *a = (bench_args){.n_batches = 1, .batches = {8}, .max_bound = 1024, .n_precs = 1,
                       .precs = {DS_F32}, .n_modes = 1, .modes = {DS_BENCH_TRAIN}, .timeout = 300,
@@ -187,15 +187,10 @@ static int parse_bench(int argc, char **argv, bench_args *a)
             b->run.max_frames = (int)v;
             have_frames = 1;
             break;
-        case O_DIST:
-            if (!strcmp(optarg, "librispeech"))
-                b->dist = DS_LEN_LIBRISPEECH;
-            else if (!strcmp(optarg, "read"))
-                b->dist = DS_LEN_READ;
-            else {
-                fprintf(stderr, "dstrain bench: --length-dist %s: expected read or librispeech\n", optarg);
-                bad = 1;
-            }
+        case O_DIST:   /* in ds_len_dist's order */
+            bad = ds_cli_choice("bench", "length-dist", optarg,
+                                (const char *const[]){"read", "librispeech", NULL}, &pick);
+            b->dist = (ds_length_dist)pick;
             break;
         case O_DATA: b->run.train_path = optarg; break;
         case O_DEVICE: b->run.device = optarg; break;
@@ -212,17 +207,10 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_SEED: bad = ds_cli_num("bench", "seed", optarg, 0, 1.8e19, &v); b->run.seed = (uint64_t)v; break;
         case O_WARMUP: bad = ds_cli_num("bench", "warmup", optarg, 1, 1e9, &v); b->warmup = (int)v; break;
         case O_STEPS: bad = ds_cli_num("bench", "steps", optarg, 1, 1e9, &v); b->steps = (int)v; break;
-        case O_PROFILE:
-            if (!strcmp(optarg, "layers"))
-                b->profile = DS_PROFILE_LAYERS;
-            else if (!strcmp(optarg, "kernels"))
-                b->profile = DS_PROFILE_KERNELS;
-            else if (!strcmp(optarg, "none"))
-                b->profile = DS_PROFILE_NONE;
-            else {
-                fprintf(stderr, "dstrain bench: --profile %s: expected none, layers or kernels\n", optarg);
-                bad = 1;
-            }
+        case O_PROFILE:   /* in ds_bench_profile's order */
+            bad = ds_cli_choice("bench", "profile", optarg,
+                                (const char *const[]){"none", "layers", "kernels", NULL}, &pick);
+            b->profile = (ds_bench_profile)pick;
             break;
         case O_TRACE: b->trace_path = optarg; break;
         case O_ALLREDUCE:

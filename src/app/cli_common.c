@@ -27,6 +27,21 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     return 0;
 }
 
+int ds_cli_choice(const char *cmd, const char *flag, const char *s, const char *const *names,
+                  int *out)
+{
+    int n = 0;
+    for (; names[n]; n++)
+        if (!strcmp(s, names[n])) {
+            *out = n;
+            return 0;
+        }
+    fprintf(stderr, "dstrain %s: --%s %s: expected ", cmd, flag, s);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", names[i], i + 2 < n ? ", " : i + 1 < n ? " or " : "\n");
+    return -1;
+}
+
 int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out)
 {
     static const struct { const char *name; ds_dtype dt; } p[] = {

@@ -153,12 +153,9 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
         case O_KEEP: bad = num("keep", optarg, 0, 1e6, &v); o->checkpoint_keep = (int)v; break;
         case O_CKPT_ERROR:
-            if (!strcmp(optarg, "stop") || !strcmp(optarg, "continue"))
-                o->checkpoint_continue = !strcmp(optarg, "continue");
-            else {
-                fprintf(stderr, "dstrain train: --checkpoint-error %s: expected stop or continue\n", optarg);
-                bad = 1;
-            }
+            bad = ds_cli_choice("train", "checkpoint-error", optarg,
+                                (const char *const[]){"stop", "continue", NULL},
+                                &o->checkpoint_continue);
             break;
         case O_CKPT_EVERY: bad = num("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
         case O_ALLREDUCE: bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK; break;

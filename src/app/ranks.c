@@ -99,10 +99,9 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
     s->loss = out->loss;
     s->n_infinite = out->n_infinite;
     s->samples_per_s = global_n / (s->step_ms / 1e3);
-    if (r->ranks == 1) {
-        r->stop_signal = ds_stop_signal();
+    r->stop_signal = ds_stop_signal();   /* any rank's, below, when there are more */
+    if (r->ranks == 1)
         return DS_OK;
-    }
     const double mine[GATHERED] = {s->step_ms, out->loss, out->n_infinite, ds_stop_signal()};
     ds_world *w = r->o->world;
     ds_world_wait_begin(w, "gathering step metrics");

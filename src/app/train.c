@@ -72,6 +72,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     r->o = o;
     r->rank = o->world ? o->world->rank : 0;
     r->ranks = o->world ? o->world->size : 1;
+    r->saved_step = -1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
     DS_TRY(planned(r, &lim, "the host", ds_run_open_data(r, &lim)));
@@ -104,6 +105,7 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm};
     ds_status st = ds_checkpoint_save(path, r->model, &info);
     if (st == DS_OK) {
+        r->saved_step = step;
         ds_print("checkpoint %s\n", path);
         int removed = 0;   /* old ones go only once the new one is safely in place */
         if (r->o->checkpoint_keep > 0)
@@ -234,14 +236,12 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
 static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *res)
 {
     DS_TRY(finish_pending(r, res));
-    res->stop_signal = r->stop_signal ? r->stop_signal : ds_stop_signal();
-    if (r->o->checkpoint_dir) {
+    res->stop_signal = r->stop_signal;
+    if (r->o->checkpoint_dir && r->saved_step != step)   /* not twice for one step */
         DS_TRY(save_checkpoint(r, step, epoch));
-        char path[1024];
-        snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
-        if (r->rank == 0 && access(path, F_OK) == 0)   /* not if a full disk was let pass */
-            snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s", path);
-    }
+    if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
+        snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
+                 r->o->checkpoint_dir, step);
     return DS_OK;
 }
 
@@ -263,7 +263,7 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
                 break;
             DS_TRY_GOTO(st, run_step(&r, b, step, epoch, res), out);
             step++;
-            if (r.stop_signal || (r.ranks == 1 && ds_stop_signal())) {
+            if (r.stop_signal) {
                 DS_TRY_GOTO(st, stop_now(&r, step, epoch, res), out);
                 goto out;
             }

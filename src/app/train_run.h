@@ -48,6 +48,7 @@ typedef struct {
     double *gathered;           /* [ranks][4] step time, loss, n_inf, stop signal of every rank */
     int stop_signal;            /* agreed by every rank: stop after the step read last */
     long bad_run;               /* consecutive steps skipped for a non-finite gradient */
+    long saved_step;            /* rank 0: the step of the last checkpoint written; -1: none */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;

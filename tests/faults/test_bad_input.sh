@@ -9,17 +9,15 @@ set -uo pipefail
 bin=$(readlink -f "$1") py=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fails=0
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib/checks.sh"
 
 # refused: NAME EXPECTED_TEXT COMMAND... (exit 2, stderr names the flag)
 refused() {
   local name=$1 want=$2; shift 2
   local out rc
   out=$(timeout 20 "$@" 2>&1 >/dev/null); rc=$?
-  if [ "$rc" -eq 2 ] && grep -q -- "$want" <<<"$out"; then pass "$name"
-  else fail "$name (exit $rc, wanted 2 and \"$want\"): $out"; fi
+  if [ "$rc" -eq 2 ] && grep -q -- "$want" <<<"$out"; then ok
+  else bad "$name (exit $rc, wanted 2 and \"$want\"): $out"; fi
 }
 
 # --- numeric options: NaN, Inf and out of range are refused, naming the flag
@@ -37,8 +35,8 @@ refused "bench --timeout inf" "--timeout inf" "$bin" bench --model tiny --timeou
 refused "eval --batch nan" "--batch nan" "$bin" eval --checkpoint x.h5 --data y.h5 --batch nan
 refused "prep --n-mels nan" "--n-mels nan" "$bin" prep manifest x.csv --out y.h5 --n-mels nan
 refused "prep --threads 0" "--threads 0" "$bin" prep manifest x.csv --out y.h5 --threads 0
-if grep -q "0: wait for ever" <<<"$("$bin" train --help)"; then pass "train --help says what --timeout 0 means"
-else fail "train --help does not say what --timeout 0 means"; fi
+if grep -q "0: wait for ever" <<<"$("$bin" train --help)"; then ok
+else bad "train --help does not say what --timeout 0 means"; fi
 
 # --- a prep that prepares nothing leaves an existing --out as it was
 mkdir -p "$work/prep"
@@ -49,11 +47,11 @@ printf 'noise.wav,hello world\n' > "$work/prep/m.csv"
 out=$(cd "$work/prep" && "$bin" prep manifest m.csv --out good.h5 --quiet 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && [ "$(sha256sum < "$work/prep/good.h5")" = "$sum" ] && \
    grep -q "left as it was" <<<"$out" && ! ls "$work/prep" | grep -q "good.h5.new"; then
-  pass "failed prep keeps the existing output"
-else fail "failed prep (exit $rc) changed or left debris next to --out: $out"; fi
+  ok
+else bad "failed prep (exit $rc) changed or left debris next to --out: $out"; fi
 # the manifest named without a directory: its audio is found beside it
-if grep -q "\./noise.wav" <<<"$out"; then pass "manifest paths relative to a bare CSV name"
-else fail "manifest audio path not resolved beside m.csv: $out"; fi
+if grep -q "\./noise.wav" <<<"$out"; then ok
+else bad "manifest audio path not resolved beside m.csv: $out"; fi
 
 # --- a feature file with one flipped byte in /features (values stay finite)
 # is refused when read, not trained on: the Fletcher32 checksum
@@ -69,10 +67,10 @@ for k in range(3):   # one second of a noisy tone each
 open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
 PY
 "$bin" prep manifest "$work/feat/ok.csv" --out "$work/feat/good.h5" --quiet >/dev/null 2>&1 \
-  || fail "prep of three tones"
+  || bad "prep of three tones"
 if "$bin" train --train "$work/feat/good.h5" --steps 2 --batch 2 --print-every 0 >/dev/null 2>&1; then
-  pass "the intact feature file trains"
-else fail "the intact feature file does not train"; fi
+  ok
+else bad "the intact feature file does not train"; fi
 cp "$work/feat/good.h5" "$work/feat/flip.h5"
 "$py" - "$work/feat/flip.h5" <<'PY'
 import sys, h5py
@@ -84,16 +82,16 @@ PY
 out=$("$bin" train --train "$work/feat/flip.h5" --steps 2 --batch 2 --print-every 0 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && grep -q "flip.h5: /features: .*checksum mismatch" <<<"$out" && \
    ! grep -q "HDF5-DIAG\|minor:" <<<"$out"; then
-  pass "a flipped byte in /features is refused, naming the file and dataset"
-else fail "flipped /features: exit $rc: $out"; fi
+  ok
+else bad "flipped /features: exit $rc: $out"; fi
 
 # --- checkpoints: corruption is reported with the file and the dataset
 ck="$work/ck"
 "$bin" train --model tiny --synthetic --steps 2 --checkpoint-dir "$ck" --checkpoint-every 2 \
-  --print-every 0 >/dev/null 2>&1 || fail "training for a checkpoint"
+  --print-every 0 >/dev/null 2>&1 || bad "training for a checkpoint"
 good="$ck/step-00000002.h5"
-if "$bin" info "$good" | grep -q "^verified:"; then pass "info verifies a good checkpoint"
-else fail "info does not verify a good checkpoint"; fi
+if "$bin" info "$good" | grep -q "^verified:"; then ok
+else bad "info does not verify a good checkpoint"; fi
 # corrupt KIND: a copy of the good checkpoint, damaged by python
 corrupt() {
   cp "$good" "$work/$1.h5"
@@ -119,9 +117,9 @@ PY
 expect_bad() {   # NAME TEXT...: info fails and says each TEXT
   local name=$1; shift
   local out rc; out=$("$bin" info "$work/$name.h5" 2>&1); rc=$?
-  local ok=1; for t in "$@"; do grep -q -- "$t" <<<"$out" || ok=0; done
-  if [ "$rc" -ne 0 ] && [ "$ok" = 1 ]; then pass "checkpoint $name detected"
-  else fail "checkpoint $name: exit $rc, output: $out"; fi
+  local said=1; for t in "$@"; do grep -q -- "$t" <<<"$out" || said=0; done
+  if [ "$rc" -ne 0 ] && [ "$said" = 1 ]; then ok
+  else bad "checkpoint $name: exit $rc, output: $out"; fi
 }
 corrupt nan;       expect_bad nan "params/conv.0.weight" "is nan"
 corrupt negvar;    expect_bad negvar "state/conv.0.bn.running_var" "must be positive"
@@ -132,18 +130,18 @@ corrupt truncated; expect_bad truncated "truncated.h5"
 touch "$work/not-a-dir"
 out=$("$bin" train --model tiny --synthetic --steps 50 --checkpoint-dir "$work/not-a-dir" 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && grep -q "not-a-dir" <<<"$out" && ! grep -q "^step " <<<"$out"; then
-  pass "a checkpoint path that is a file is refused before training"
-else fail "checkpoint path that is a file: exit $rc: $out"; fi
+  ok
+else bad "checkpoint path that is a file: exit $rc: $out"; fi
 
 # --- --keep K: the K newest checkpoints stay, files dstrain did not write are left alone
 mkdir -p "$work/keep"
 touch "$work/keep/notes.txt" "$work/keep/step-1.h5"
 "$bin" train --model tiny --synthetic --steps 10 --checkpoint-every 2 --keep 2 \
-  --checkpoint-dir "$work/keep" --print-every 0 >/dev/null 2>&1 || fail "training with --keep 2"
+  --checkpoint-dir "$work/keep" --print-every 0 >/dev/null 2>&1 || bad "training with --keep 2"
 left=$(cd "$work/keep" && ls | tr '\n' ' ')
 if [ "$left" = "notes.txt step-00000008.h5 step-00000010.h5 step-1.h5 " ]; then
-  pass "--keep 2 keeps the two newest checkpoints and nothing else is touched"
-else fail "--keep 2 left: $left"; fi
+  ok
+else bad "--keep 2 left: $left"; fi
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+echo "test_bad_input: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

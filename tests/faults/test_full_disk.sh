@@ -13,14 +13,12 @@ mnt="$work/small"
 mkdir -p "$mnt"
 cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
+. "$(dirname "$0")/../lib/checks.sh"
 # one tiny checkpoint is about 230 KiB: room for one and not two
 if ! mount -t tmpfs -o size=360k tmpfs "$mnt" 2>/dev/null; then
   echo "skipped: cannot mount a small tmpfs here (needs root and mount privilege)"
   exit 77
 fi
-fails=0
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
 
 run() {   # MODE DIR: 4 steps, a checkpoint every 2: the second does not fit
   timeout 120 "$bin" train --model tiny --synthetic --steps 4 --checkpoint-every 2 \
@@ -32,22 +30,22 @@ secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 echo "stop: exit $rc after ${secs}s"
 if [ "$rc" -eq 1 ] && grep -q "step-00000004.h5.tmp" <<<"$out" && \
    grep -q "No space left on device" <<<"$out"; then
-  pass "a full disk is an error naming the file and the reason (exit 1, no crash)"
-else fail "full disk, --checkpoint-error stop: exit $rc: $out"; fi
+  ok
+else bad "full disk, --checkpoint-error stop: exit $rc: $out"; fi
 if [ ! -e "$mnt/ck/step-00000004.h5.tmp" ] && [ ! -e "$mnt/ck/step-00000004.h5" ]; then
-  pass "no partial checkpoint is left"
-else fail "a partial checkpoint was left: $(ls "$mnt/ck")"; fi
+  ok
+else bad "a partial checkpoint was left: $(ls "$mnt/ck")"; fi
 if "$bin" info "$mnt/ck/step-00000002.h5" 2>&1 | grep -q "^verified:"; then
-  pass "the previous checkpoint still verifies"
-else fail "the previous checkpoint does not verify"; fi
+  ok
+else bad "the previous checkpoint does not verify"; fi
 
 rm -rf "${mnt:?}/ck"
 out=$(run continue "$mnt/ck"); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "warning: checkpoint at step 4 not written" <<<"$out" && \
    grep -q "^done: 4 steps" <<<"$out" && \
    "$bin" info "$mnt/ck/step-00000002.h5" 2>&1 | grep -q "^verified:"; then
-  pass "--checkpoint-error continue warns, finishes, and keeps the previous checkpoint"
-else fail "full disk, --checkpoint-error continue: exit $rc: $out"; fi
+  ok
+else bad "full disk, --checkpoint-error continue: exit $rc: $out"; fi
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+echo "test_full_disk: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
