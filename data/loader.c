@@ -12,11 +12,13 @@
  * slots the producer has published. */
 #include "loader.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rng.h"
 
@@ -30,6 +32,8 @@ struct ds_loader {
     pthread_cond_t ready_cv;      /* producer -> caller: a batch, the end or an error */
     pthread_cond_t free_cv;       /* caller -> producer: a slot released, or stop */
     int first, used, held;
+    long *slot_k;                 /* [depth] the global batch index each slot holds */
+    long held_k;                  /* that of the batch the caller holds (or held last) */
     int done, stop;
     ds_status err;                /* the producer's failure, re-raised by next */
     char msg[1024];               /* its message: ds_last_error is thread-local */
@@ -229,7 +233,7 @@ static ds_status global_share(ds_loader *l, long k, ds_batch *b, int *whole)
 static ds_status produce_epoch(ds_loader *l)
 {
     const long n_batches = ds_sampler_batches(l->cfg.sampler);
-    for (long k = 0; k < n_batches; k++) {
+    for (long k = l->cfg.first_batch; k < n_batches; k++) {
         int n = ds_sampler_take(l->cfg.sampler, l->cfg.epoch, k, l->cfg.rank, l->take);
         if (n < 0)
             return DS_ERR_ARG;   /* recorded by the sampler */
@@ -241,6 +245,7 @@ static ds_status produce_epoch(ds_loader *l)
         if (!whole)
             continue;            /* the short batch leaves some rank without utterances */
         DS_TRY(fill_batch(l, k, l->take, n, &l->ring[slot]));
+        l->slot_k[slot] = k;   /* the slot is the producer's until published */
         DS_TRY(publish(l));
     }
     return DS_OK;
@@ -271,6 +276,8 @@ static ds_status check_cfg(const ds_loader_cfg *c)
 {
     if (!c->data || !c->sampler)
         return DS_FAIL(DS_ERR_ARG, "loader: no dataset or sampler");
+    if (c->first_batch < 0)
+        return DS_FAIL(DS_ERR_ARG, "loader: first batch %ld", c->first_batch);
     if (c->depth < 2 || c->batch < 1 || c->max_frames < 1 || c->max_labels < 0)
         return DS_FAIL(DS_ERR_ARG, "loader: depth %d (>= 2), batch %d, max_frames %d, max_labels %d",
                        c->depth, c->batch, c->max_frames, c->max_labels);
@@ -295,6 +302,7 @@ static void free_buffers(ds_loader *l)
     free(l->ring);
     free(l->take);
     free(l->other);
+    free(l->slot_k);
     free(l);
 }
 
@@ -304,7 +312,8 @@ static ds_status alloc_buffers(ds_loader *l)
     l->ring = calloc((size_t)c->depth, sizeof *l->ring);
     l->take = malloc((size_t)c->batch * sizeof *l->take);
     l->other = malloc((size_t)c->batch * sizeof *l->other);
-    if (!l->ring || !l->take || !l->other)
+    l->slot_k = malloc((size_t)c->depth * sizeof *l->slot_k);
+    if (!l->ring || !l->take || !l->other || !l->slot_k)
         return DS_FAIL(DS_ERR_MEM, "loader: ring of %d", c->depth);
     for (int s = 0; s < c->depth; s++) {
         DS_TRY(ds_batch_alloc(&l->ring[s], c->batch, c->max_frames, l->f, c->batch * c->max_labels));
@@ -344,6 +353,7 @@ ds_status ds_loader_start(const ds_loader_cfg *cfg, ds_loader **out)
         return DS_FAIL(DS_ERR_MEM, "loader");
     l->cfg = *cfg;
     l->f = cfg->data->n_features;
+    l->held_k = -1;
     ds_status st = alloc_buffers(l);
     if (st == DS_OK)
         st = start_thread(l);
@@ -354,6 +364,23 @@ ds_status ds_loader_start(const ds_loader_cfg *cfg, ds_loader **out)
     *out = l;
     return DS_OK;
 }
+
+/* now + seconds on the clock pthread_cond_timedwait measures (realtime). */
+static void deadline(double seconds, struct timespec *t)
+{
+    clock_gettime(CLOCK_REALTIME, t);
+    if (seconds <= 0)
+        return;
+    const double whole = floor(seconds);
+    t->tv_sec += (time_t)whole;
+    t->tv_nsec += (long)((seconds - whole) * 1e9);
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+long ds_loader_batch_index(const ds_loader *l) { return l->held_k; }
 
 ds_status ds_loader_next(ds_loader *l, const ds_batch **out)
 {
@@ -366,16 +393,25 @@ ds_status ds_loader_next(ds_loader *l, const ds_batch **out)
         l->held = 0;
         rc = pthread_cond_signal(&l->free_cv);
     }
+    struct timespec until;
+    deadline(l->cfg.timeout_s, &until);
     while (rc == 0 && l->used == 0 && !l->done)
-        rc = pthread_cond_wait(&l->ready_cv, &l->lock);
+        rc = l->cfg.timeout_s > 0 ? pthread_cond_timedwait(&l->ready_cv, &l->lock, &until)
+                                  : pthread_cond_wait(&l->ready_cv, &l->lock);
     /* batches made before a failure come first: the error surfaces where
      * its batch would have */
     if (rc == 0 && l->used > 0) {
         l->held = 1;
         *out = &l->ring[l->first];
+        l->held_k = l->slot_k[l->first];
     }
     ds_status err = l->err;
+    const long after = l->held_k;
     DS_TRY(unlock(l));
+    if (rc == ETIMEDOUT)
+        return DS_FAIL(DS_ERR_IO, "%s: no batch read in %g s (--timeout; epoch %d, after global "
+                       "batch %ld): the file system stalls or the reader is stuck",
+                       l->cfg.data->path, l->cfg.timeout_s, l->cfg.epoch, after);
     if (rc)
         return DS_FAIL(DS_ERR_ARG, "loader: pthread_cond: %s", strerror(rc));
     if (!*out && err != DS_OK)

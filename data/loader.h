@@ -31,6 +31,8 @@ typedef struct {
     ds_specaug aug;
     uint64_t seed;                /* augmentation draws depend on (seed, epoch, k, rank) only */
     int depth;                    /* batches prefetched (>= 2) */
+    long first_batch;             /* start at this global batch of the epoch (a resume) */
+    double timeout_s;             /* ds_loader_next waits at most this long; <= 0: for ever */
 } ds_loader_cfg;
 
 typedef struct ds_loader ds_loader;
@@ -47,8 +49,14 @@ ds_status ds_loader_start(const ds_loader_cfg *cfg, ds_loader **out);
  * hands it back to the thread. *out = NULL at the end of the epoch (and on
  * every later call). An error in the thread (a read failure; an utterance
  * over max_frames or max_labels, named by id) comes back here, with its
- * message, after the batches made before it; later calls repeat it. */
+ * message, after the batches made before it; later calls repeat it. A wait
+ * over cfg->timeout_s (a stalled file system) is an error naming the file,
+ * the epoch and the batch. */
 ds_status ds_loader_next(ds_loader *l, const ds_batch **out);
+/* The epoch's global batch index (the sampler's k) of the batch the last
+ * ds_loader_next returned; -1 before the first. A checkpoint resumes at
+ * the one after it. */
+long ds_loader_batch_index(const ds_loader *l);
 /* Stops the thread (also mid-epoch or after an error), joins it and frees
  * the buffers. NULL is a no-op. */
 void ds_loader_stop(ds_loader *l);

@@ -9,35 +9,97 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build_info.h"
 #include "fileutil.h"
 #include "h5io.h"
 
 #define CKPT_FORMAT "dstrain-checkpoint"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 
-ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which)
+/* group/<name> for every tensor of the parameter table (state 0) or the
+ * BatchNorm statistics (state 1) from host [packed, table order], in the
+ * role the master copy or the statistics are kept in. */
+static ds_status write_table(hid_t file, ds_model *m, const char *group, int state,
+                             const double *host)
 {
-    const int state = which == DS_BN_STATS;
-    const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
-    double *host = malloc((n + 1) * sizeof *host);
-    if (!host)
-        return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
-    ds_status st = ds_model_get(m, which, host);
     const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
-    /* parameters as the master copy holds them (FP32 in fp16/bf16 runs) */
     const ds_roles r = ds_model_roles(m);
-    const ds_dtype dt = state ? r.stats : r.master;
-    for (int i = 0; st == DS_OK && i < count; i++) {
+    const ds_dtype dt = state ? r.stats : r.master;   /* FP32 in fp16/bf16 runs */
+    for (int i = 0; i < count; i++) {
         const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
-        char name[128];
+        char name[160];
         hsize_t dims[4];
         for (int k = 0; k < t->rank; k++)
             dims[k] = (hsize_t)t->dims[k];
         snprintf(name, sizeof name, "%s/%s", group, t->name);
-        st = ds_h5_write_f64_as(file, name, dt, t->rank, dims, host + t->offset);
+        DS_TRY(ds_h5_write_f64_as(file, name, dt, t->rank, dims, host + t->offset));
     }
+    return DS_OK;
+}
+
+static double *host_table(ds_model *m, int state)
+{
+    const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
+    double *host = malloc((n + 1) * sizeof *host);
+    if (!host)
+        DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
+    return host;
+}
+
+ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which)
+{
+    const int state = which == DS_BN_STATS;
+    double *host = host_table(m, state);
+    if (!host)
+        return DS_ERR_MEM;
+    ds_status st = ds_model_get(m, which, host);
+    if (st == DS_OK)
+        st = write_table(file, m, group, state, host);
     free(host);
     return st;
+}
+
+/* /optim: every slot in the parameters' layout, and the scalars. */
+static ds_status write_optim(hid_t file, ds_model *m, ds_optim *o)
+{
+    double *host = host_table(m, 0);
+    if (!host)
+        return DS_ERR_MEM;
+    ds_status st = DS_OK;
+    for (int i = 0; st == DS_OK && i < ds_optim_slots(o); i++) {
+        char group[32];
+        snprintf(group, sizeof group, "optim/slot%d", i);
+        st = ds_model_get_optim_slot(m, o, i, host);
+        if (st == DS_OK)
+            st = write_table(file, m, group, 0, host);
+    }
+    double scal[DS_OPT_SCALARS];
+    hsize_t dims[1] = {DS_OPT_SCALARS};
+    if (st == DS_OK)
+        st = ds_optim_get_scalars(o, scal);
+    if (st == DS_OK)
+        st = ds_h5_write(file, "optim/scalars", DS_F64, 1, dims, scal);
+    free(host);
+    return st;
+}
+
+/* The generator as text: HDF5 attributes here are doubles or strings, and a
+ * double cannot hold 64 bits. */
+static void rng_text(const uint64_t *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%016llx %016llx %016llx %016llx", (unsigned long long)s[0],
+             (unsigned long long)s[1], (unsigned long long)s[2], (unsigned long long)s[3]);
+}
+
+static ds_status write_resume_attrs(hid_t f, const ds_ckpt_info *info)
+{
+    char rng[80];
+    rng_text(info->rng, rng, sizeof rng);
+    DS_TRY(ds_h5_write_attr_f64(f, "next_epoch", info->next_epoch));
+    DS_TRY(ds_h5_write_attr_i64(f, "next_batch", info->next_batch));
+    DS_TRY(ds_h5_write_attr_i64(f, "bad_run", info->bad_run));
+    DS_TRY(ds_h5_write_attr_str(f, "rng", rng));
+    return ds_h5_write_attr_str(f, "run_config", info->run_config);
 }
 
 static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
@@ -46,6 +108,7 @@ static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
     DS_TRY(ds_config_to_json(ds_model_config(m), json, sizeof json));
     DS_TRY(ds_h5_write_attr_str(f, "format", CKPT_FORMAT));
     DS_TRY(ds_h5_write_attr_f64(f, "version", CKPT_VERSION));
+    DS_TRY(ds_h5_write_attr_str(f, "dstrain_version", DSTRAIN_VERSION " (" DSTRAIN_GIT_REV ")"));
     DS_TRY(ds_h5_write_attr_str(f, "config", json));
     DS_TRY(ds_h5_write_attr_str(f, "dtype", ds_dtype_name(ds_model_dtype(m))));
     DS_TRY(ds_h5_write_attr_f64(f, "step", (double)info->step));
@@ -59,7 +122,7 @@ static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
     return ds_h5_write_attr_str(f, "normalization", ds_norm_name(info->norm));
 }
 
-ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *info)
+ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info)
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -72,6 +135,10 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *
         st = ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS);
     if (st == DS_OK)
         st = ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS);
+    if (st == DS_OK && o)
+        st = write_optim(f, m, o);
+    if (st == DS_OK && o)
+        st = write_resume_attrs(f, info);
     if (st != DS_OK) {
         ds_h5_close(f);
         return st;
@@ -82,6 +149,31 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *
         return st;
     }
     return ds_file_commit(tmp, path);
+}
+
+static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info)
+{
+    double v;
+    int64_t i;
+    char rng[80];
+    unsigned long long s[4];
+    DS_TRY(ds_h5_read_attr_f64(f, "next_epoch", &v));
+    info->next_epoch = (int)v;
+    DS_TRY(ds_h5_read_attr_i64(f, "next_batch", &i));
+    info->next_batch = (long)i;
+    DS_TRY(ds_h5_read_attr_i64(f, "bad_run", &i));
+    info->bad_run = (long)i;
+    DS_TRY(ds_h5_read_attr_str(f, "rng", rng, sizeof rng));
+    if (sscanf(rng, "%llx %llx %llx %llx", &s[0], &s[1], &s[2], &s[3]) != 4)
+        return DS_FAIL(DS_ERR_IO, "%s: attribute rng \"%s\" is not four hex words", path, rng);
+    for (int k = 0; k < 4; k++)
+        info->rng[k] = s[k];
+    DS_TRY(ds_h5_read_attr_str(f, "run_config", info->run_config, sizeof info->run_config));
+    if (info->next_epoch < 0 || info->next_batch < 0 || info->bad_run < 0)
+        return DS_FAIL(DS_ERR_IO, "%s: resume position epoch %d, batch %ld, bad run %ld is negative",
+                       path, info->next_epoch, info->next_batch, info->bad_run);
+    info->has_resume = 1;
+    return DS_OK;
 }
 
 static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
@@ -107,7 +199,10 @@ static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
     DS_TRY(ds_h5_read_attr_str(f, "normalization", s, sizeof s));
     if (ds_norm_parse(s, &info->norm) != DS_OK)
         return DS_FAIL(DS_ERR_IO, "%s: attribute normalization \"%s\" is unknown", path, s);
-    return DS_OK;
+    if (ds_h5_read_attr_str(f, "dstrain_version", info->version, sizeof info->version) != DS_OK)
+        snprintf(info->version, sizeof info->version, "before 0.2");
+    ds_clear_error();
+    return ds_h5_exists(f, "optim") ? read_resume_attrs(f, path, info) : DS_OK;
 }
 
 ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtype *dt,
@@ -125,9 +220,9 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
         st = DS_FAIL(DS_ERR_IO, "%s: attribute format is \"%s\", not a dstrain checkpoint", path, fmt);
     if (st == DS_OK)
         st = ds_h5_read_attr_f64(f, "version", &version);
-    if (st == DS_OK && version != CKPT_VERSION)
-        st = DS_FAIL(DS_ERR_IO, "%s: checkpoint version %g, this dstrain reads %d", path, version,
-                     CKPT_VERSION);
+    if (st == DS_OK && version != 1 && version != CKPT_VERSION)   /* 1: parameters only */
+        st = DS_FAIL(DS_ERR_IO, "%s: checkpoint version %g, this dstrain reads 1 to %d", path,
+                     version, CKPT_VERSION);
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "config", json, 65536);
     if (st == DS_OK)
@@ -161,25 +256,31 @@ static ds_status check_values(const char *path, const char *name, const double *
     return DS_OK;
 }
 
+/* host [packed] from group/<name> for every tensor of the table, each
+ * value checked. */
+static ds_status read_table(hid_t f, const char *path, ds_model *m, const char *group, int state,
+                            double *host)
+{
+    const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
+    for (int i = 0; i < count; i++) {
+        const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
+        char name[160];
+        snprintf(name, sizeof name, "%s/%s", group, t->name);
+        DS_TRY(ds_h5_read(f, name, DS_F64, t->count, host + t->offset));
+        DS_TRY(check_values(path, name, host + t->offset, t->count,
+                            state && strstr(t->name, "running_var") != NULL));
+    }
+    return DS_OK;
+}
+
 static ds_status read_tensors(hid_t f, const char *path, ds_model *m, const char *group,
                               int which)
 {
     const int state = which == DS_BN_STATS;
-    const size_t n = state ? ds_model_bn_stats_count(m) : ds_model_param_count(m);
-    double *host = malloc((n + 1) * sizeof *host);
+    double *host = host_table(m, state);
     if (!host)
-        return DS_FAIL(DS_ERR_MEM, "host copy of %zu elements", n);
-    ds_status st = DS_OK;
-    const int count = state ? ds_model_n_bn_stats(m) : ds_model_n_params(m);
-    for (int i = 0; st == DS_OK && i < count; i++) {
-        const ds_tensor *t = state ? ds_model_bn_stat(m, i) : ds_model_param(m, i);
-        char name[128];
-        snprintf(name, sizeof name, "%s/%s", group, t->name);
-        st = ds_h5_read(f, name, DS_F64, t->count, host + t->offset);
-        if (st == DS_OK)
-            st = check_values(path, name, host + t->offset, t->count,
-                              state && strstr(t->name, "running_var") != NULL);
-    }
+        return DS_ERR_MEM;
+    ds_status st = read_table(f, path, m, group, state, host);
     if (st == DS_OK)
         st = ds_model_put(m, which, host);
     free(host);
@@ -197,6 +298,51 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m)
     return st;
 }
 
+static ds_status read_optim(hid_t f, const char *path, ds_model *m, ds_optim *o)
+{
+    if (!ds_h5_exists(f, "optim/scalars"))
+        return DS_FAIL(DS_ERR_IO, "%s: no optimizer state (/optim): a checkpoint of an older "
+                       "dstrain or of a model only; it cannot resume a run exactly", path);
+    double *host = host_table(m, 0);
+    if (!host)
+        return DS_ERR_MEM;
+    ds_status st = DS_OK;
+    for (int i = 0; st == DS_OK && i < ds_optim_slots(o); i++) {
+        char group[32];
+        snprintf(group, sizeof group, "optim/slot%d", i);
+        if (!ds_h5_exists(f, group))
+            st = DS_FAIL(DS_ERR_IO, "%s: no dataset group /%s: the run that wrote it kept %s "
+                         "optimizer state than this one's %s needs", path, group,
+                         i ? "less" : "no", ds_optim_kind_name(ds_optim_kind(o)));
+        if (st == DS_OK)
+            st = read_table(f, path, m, group, 0, host);
+        if (st == DS_OK)
+            st = ds_model_put_optim_slot(m, o, i, host);
+    }
+    double scal[DS_OPT_SCALARS];
+    if (st == DS_OK)
+        st = ds_h5_read(f, "optim/scalars", DS_F64, DS_OPT_SCALARS, scal);
+    if (st == DS_OK)
+        st = check_values(path, "optim/scalars", scal, DS_OPT_SCALARS, 0);
+    if (st == DS_OK)
+        st = ds_optim_set_scalars(o, scal);
+    free(host);
+    return st;
+}
+
+ds_status ds_checkpoint_load_resume(const char *path, ds_model *m, ds_optim *o)
+{
+    hid_t f;
+    DS_TRY(ds_h5_open(path, 0, &f));
+    ds_status st = read_tensors(f, path, m, "params", DS_PARAMS);
+    if (st == DS_OK)
+        st = read_tensors(f, path, m, "state", DS_BN_STATS);
+    if (st == DS_OK)
+        st = read_optim(f, path, m, o);
+    ds_h5_close(f);
+    return st;
+}
+
 /* For qsort: steps, newest first. */
 static int newer_first(const void *a, const void *b)
 {
@@ -204,13 +350,14 @@ static int newer_first(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
+ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count)
 {
-    *removed = 0;
+    *steps = NULL;
+    *count = 0;
     DIR *d = opendir(dir);
     if (!d)
         return DS_FAIL(DS_ERR_IO, "%s: cannot list the checkpoint directory: %s", dir, strerror(errno));
-    long *steps = NULL;
+    long *found = NULL;
     size_t n = 0, cap = 0;
     ds_status st = DS_OK;
     for (struct dirent *e; st == DS_OK && (e = readdir(d));) {
@@ -221,26 +368,41 @@ ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
             strcmp(tail, "h5") != 0)
             continue;
         if (n == cap) {
-            long *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+            long *grown = realloc(found, (cap = cap ? 2 * cap : 16) * sizeof *found);
             if (!grown)
                 st = DS_FAIL(DS_ERR_MEM, "checkpoint list");
             else
-                steps = grown;
+                found = grown;
         }
         if (st == DS_OK)
-            steps[n++] = step;
+            found[n++] = step;
     }
     closedir(d);
-    if (st == DS_OK && n > (size_t)keep) {
-        qsort(steps, n, sizeof *steps, newer_first);
-        for (size_t i = (size_t)keep; st == DS_OK && i < n; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/step-%08ld.h5", dir, steps[i]);
-            if (unlink(path) != 0)
-                st = DS_FAIL(DS_ERR_IO, "%s: cannot remove an old checkpoint: %s", path, strerror(errno));
-            else
-                (*removed)++;
-        }
+    if (st != DS_OK) {
+        free(found);
+        return st;
+    }
+    if (n)
+        qsort(found, n, sizeof *found, newer_first);
+    *steps = found;
+    *count = n;
+    return DS_OK;
+}
+
+ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
+{
+    *removed = 0;
+    long *steps;
+    size_t n;
+    DS_TRY(ds_checkpoint_list(dir, &steps, &n));
+    ds_status st = DS_OK;
+    for (size_t i = (size_t)keep; st == DS_OK && i < n; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/step-%08ld.h5", dir, steps[i]);
+        if (unlink(path) != 0)
+            st = DS_FAIL(DS_ERR_IO, "%s: cannot remove an old checkpoint: %s", path, strerror(errno));
+        else
+            (*removed)++;
     }
     free(steps);
     return st;

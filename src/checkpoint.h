@@ -1,31 +1,60 @@
-/* checkpoint.h - model checkpoints in HDF5 (format "dstrain-checkpoint", 1):
- *   /params/<name>   every parameter, shaped as the model's table (model dtype)
- *   /state/<name>    BatchNorm running statistics
- *   attributes: format, version, config (model JSON), dtype, step, epoch, and
- *   the features and normalisation the model was trained on.
- * Written to a temporary name, fsynced, renamed, directory fsynced. Optimizer
- * state, RNG state, checksums and keep-K come with the reliability issue. */
+/* checkpoint.h - checkpoints in HDF5 (format "dstrain-checkpoint", 2):
+ *   /params/<name>        every parameter, master role (FP32; FP64 in fp64 runs)
+ *   /state/<name>         BatchNorm running statistics
+ *   /optim/slot<i>/<name> the optimizer's state, laid out as /params
+ *                         (sgd: momentum; adamw: both moments)
+ *   /optim/scalars        [DS_OPT_SCALARS] its scalars: updates, skips, the
+ *                         loss scale and its clean-step count, ...
+ *   attributes: format, version, dstrain_version, config (model JSON), dtype,
+ *   step, epoch, the features and normalisation the model was trained on, and
+ *   for a resume: next_epoch, next_batch (where the sample order goes on),
+ *   bad_run, rng (the synthetic data's generator) and run_config (every
+ *   training option, key=value lines).
+ * Every dataset carries HDF5's Fletcher32 checksum. Written whole in memory,
+ * then to a temporary name, fsynced, renamed, directory fsynced. Version 1
+ * files (parameters only) still load for eval and transcribe. */
 #ifndef DS_CHECKPOINT_H
 #define DS_CHECKPOINT_H
 
 #include <hdf5.h>
+#include <stdint.h>
 
 #include "input_spec.h"
 #include "model.h"
+#include "optim.h"
 
 typedef struct {
     long step;
     int epoch;
     ds_feature_cfg feat;   /* how inputs were made */
     ds_norm norm;
+    /* what an exact resume needs besides the tensors (dstrain train) */
+    int has_resume;        /* read: the file holds the optimizer and the fields below */
+    int next_epoch;        /* the run goes on in this epoch ... */
+    long next_batch;       /* ... at this global batch of its order */
+    long bad_run;          /* consecutive skipped steps before it */
+    uint64_t rng[4];       /* the synthetic data's generator (every rank draws alike) */
+    char run_config[4096]; /* the training options, key=value lines */
+    char version[64];      /* read: the dstrain that wrote it */
 } ds_ckpt_info;
 
-ds_status ds_checkpoint_save(const char *path, ds_model *m, const ds_ckpt_info *info);
+/* Writes m (and o's state with info's resume fields; o NULL: the model
+ * only) to path. */
+ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info);
 /* The configuration and info stored in path, to build the model it needs. */
 ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtype *dt,
                                     ds_ckpt_info *info);
-/* Loads parameters and state into m, whose table must match name for name. */
+/* Loads parameters and state into m, whose table must match name for name;
+ * every value is checked (finite; running variances positive). */
 ds_status ds_checkpoint_load(const char *path, ds_model *m);
+/* Loads what ds_checkpoint_load does and o's slots and scalars, for an exact
+ * resume; a file without them (version 1, or saved without an optimizer)
+ * is refused, saying so. */
+ds_status ds_checkpoint_load_resume(const char *path, ds_model *m, ds_optim *o);
+
+/* The steps of the step-NNNNNNNN.h5 files in dir, newest first: *steps
+ * [*count] (free it). */
+ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count);
 
 /* Removes all but the keep newest (highest step) step-NNNNNNNN.h5 in dir;
  * other files are left alone. *removed counts what went. */

@@ -36,10 +36,26 @@ ds_status ds_file_commit(const char *tmp, const char *path)
     return sync_path(dirname(dir));
 }
 
+/* mkdir -p: every missing parent of dir, then dir. */
+static int make_dirs(const char *dir)
+{
+    char part[4096];
+    snprintf(part, sizeof part, "%s", dir);
+    for (char *p = part + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(part, 0777) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(part, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 ds_status ds_dir_ready(const char *dir, const char *what)
 {
     struct stat sb;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (make_dirs(dir) != 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", dir, what, strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return DS_FAIL(DS_ERR_IO, "%s: the %s is not a directory", dir, what);

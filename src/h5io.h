@@ -21,6 +21,9 @@ ds_status ds_h5_close(hid_t file);
  * naming path, never an HDF5 file left half-closed. */
 ds_status ds_h5_create_mem(const char *name, hid_t *out);
 ds_status ds_h5_save_mem(hid_t file, const char *path);
+/* For the fault tests only: the next file write stops the process with
+ * SIGKILL once bytes (> 0) of it are written; 0: off. */
+void ds_h5_fault_kill_after(size_t bytes);
 
 /* Writes data [dims...] of element type t as dataset name. */
 ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank,

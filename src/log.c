@@ -20,13 +20,13 @@ void ds_print(const char *fmt, ...)
     fflush(stdout);
 }
 
-ds_status ds_log_open(ds_log *l, const char *path)
+ds_status ds_log_open(ds_log *l, const char *path, int append)
 {
     memset(l, 0, sizeof *l);
     if (!path || !*path)
         return DS_OK;
     snprintf(l->path, sizeof l->path, "%s", path);
-    l->f = fopen(path, "w");
+    l->f = fopen(path, append ? "a" : "w");
     return l->f ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot open the metrics log for writing", path);
 }
 

@@ -34,8 +34,8 @@ typedef struct {
     char path[512];
 } ds_log;
 
-/* path NULL or "": no file. */
-ds_status ds_log_open(ds_log *l, const char *path);
+/* path NULL or "": no file. append: a resumed run adds to its log. */
+ds_status ds_log_open(ds_log *l, const char *path, int append);
 ds_status ds_log_step(ds_log *l, const ds_step_metrics *m);
 /* Writes a free-form JSON object (the caller formats it, without newline). */
 ds_status ds_log_raw(ds_log *l, const char *json);

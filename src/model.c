@@ -531,6 +531,33 @@ static ds_status transfer(ds_model *m, int which, int to_host, double *host)
 
 ds_status ds_model_get(ds_model *m, int which, double *host) { return transfer(m, which, 1, host); }
 
+/* Slot i of o lies over each group of the parameters as their master copy
+ * does: the same placement, so the same packing. */
+static ds_status transfer_slot(ds_model *m, ds_optim *o, int slot, int to_host, double *host)
+{
+    flat_buffer b[2] = {{0}};
+    DS_TRY(buffers_of(m, DS_PARAMS, b));
+    for (int k = 0; k < 2; k++) {
+        if (!b[k].buf)
+            continue;
+        void *buf = ds_optim_group_slot(o, k, slot);
+        if (!buf)
+            return DS_FAIL(DS_ERR_ARG, "optimizer has no slot %d for parameter group %d", slot, k);
+        DS_TRY(transfer_group(m, &b[k], buf, b[k].dt, to_host, host));
+    }
+    return DS_OK;
+}
+
+ds_status ds_model_get_optim_slot(ds_model *m, ds_optim *o, int slot, double *host)
+{
+    return transfer_slot(m, o, slot, 1, host);
+}
+
+ds_status ds_model_put_optim_slot(ds_model *m, ds_optim *o, int slot, const double *host)
+{
+    return transfer_slot(m, o, slot, 0, (double *)host);   /* only read */
+}
+
 ds_status ds_model_put(ds_model *m, int which, const double *host)
 {
     return transfer(m, which, 0, (double *)host);   /* only read when copying to the backend */

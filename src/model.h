@@ -157,6 +157,11 @@ ds_status ds_model_optim_create(ds_model *m, const ds_optim_cfg *c, ds_optim **o
  * Blocking. */
 ds_status ds_model_get(ds_model *m, int which, double *host);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
+/* Optimizer slot i of o (made by ds_model_optim_create) packed as DS_PARAMS
+ * [param_count]: checkpoints hold it in table order, whatever the backend's
+ * placement. Blocking. */
+ds_status ds_model_get_optim_slot(ds_model *m, ds_optim *o, int slot, double *host);
+ds_status ds_model_put_optim_slot(ds_model *m, ds_optim *o, int slot, const double *host);
 enum { DS_PARAMS, DS_GRADS, DS_BN_STATS };
 
 /* Output frames of the current batch, and per utterance. */

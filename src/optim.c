@@ -90,7 +90,7 @@ ds_status ds_optim_add_group(ds_optim *o, ds_dtype dt, size_t n)
     g->n = n;
     o->groups++;
     const ds_dtype master = ds_precision_roles(dt).master;
-    const int slots = o->cfg.kind == DS_OPT_ADAMW ? 2 : (o->cfg.momentum != 0 ? 1 : 0);
+    const int slots = ds_optim_slots(o);
     for (int i = 0; i < slots; i++)
         DS_TRY(o->be->alloc(o->ctx, master, n, &g->slot[i]));
     return DS_OK;
@@ -175,4 +175,28 @@ ds_status ds_optim_read(ds_optim *o, ds_optim_status *out)
 
 const void *ds_optim_loss_scale(const ds_optim *o) { return ds_elem(o->scal, DS_F64, DS_OPT_SCALE); }
 
-void *ds_optim_slot(ds_optim *o, int i) { return i >= 0 && i < 2 ? o->g[0].slot[i] : NULL; }
+void *ds_optim_slot(ds_optim *o, int i) { return ds_optim_group_slot(o, 0, i); }
+
+void *ds_optim_group_slot(ds_optim *o, int g, int i)
+{
+    return g >= 0 && g < o->groups && i >= 0 && i < 2 ? o->g[g].slot[i] : NULL;
+}
+
+int ds_optim_groups(const ds_optim *o) { return o->groups; }
+
+ds_opt_kind ds_optim_kind(const ds_optim *o) { return o->cfg.kind; }
+
+int ds_optim_slots(const ds_optim *o)
+{
+    return o->cfg.kind == DS_OPT_ADAMW ? 2 : (o->cfg.momentum != 0 ? 1 : 0);
+}
+
+ds_status ds_optim_get_scalars(ds_optim *o, double *host)
+{
+    return o->be->to_host(o->ctx, DS_F64, DS_OPT_SCALARS, o->scal, host);
+}
+
+ds_status ds_optim_set_scalars(ds_optim *o, const double *host)
+{
+    return o->be->from_host(o->ctx, DS_F64, DS_OPT_SCALARS, host, o->scal);
+}

@@ -88,5 +88,16 @@ ds_status ds_optim_read(ds_optim *o, ds_optim_status *out);
 const void *ds_optim_loss_scale(const ds_optim *o);
 /* Optimizer state for checkpoints: slot 0 and 1 (momentum / Adam moments). */
 void *ds_optim_slot(ds_optim *o, int i);
+/* Slot i of group g ([n] of that group, master role), NULL where the
+ * optimizer keeps none (sgd without momentum; adamw has two). */
+void *ds_optim_group_slot(ds_optim *o, int g, int i);
+int ds_optim_groups(const ds_optim *o);
+ds_opt_kind ds_optim_kind(const ds_optim *o);
+int ds_optim_slots(const ds_optim *o);   /* per group: 0, 1 or 2 */
+/* Every scalar of the optimizer's state (steps, skips, loss scale and its
+ * clean-step count, ...): host doubles [DS_OPT_SCALARS], blocking. Setting
+ * them is how a resumed run continues exactly where the checkpoint left. */
+ds_status ds_optim_get_scalars(ds_optim *o, double *host);
+ds_status ds_optim_set_scalars(ds_optim *o, const double *host);
 
 #endif

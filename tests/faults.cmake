@@ -4,7 +4,10 @@
 # checkpoint is written (test_full_disk.sh: mounts a small tmpfs; skipped,
 # saying why, where it cannot), and a scheduler's SIGTERM/SIGUSR1 on 1 and 2
 # ranks (test_preempt.sh), and runs of non-finite gradients against
-# --max-bad-steps on 1 and 2 ranks (test_bad_steps.sh).
+# --max-bad-steps on 1 and 2 ranks (test_bad_steps.sh), and exact resume:
+# straight against stopped-and-resumed runs bit for bit, another rank count
+# at the same global batch, a checkpoint cut short by SIGKILL, damaged and
+# foreign checkpoints (test_resume.sh).
 add_test(NAME faults_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_input.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
@@ -15,5 +18,9 @@ add_test(NAME faults_preempt
 add_test(NAME faults_bad_steps
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_steps.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
-set_tests_properties(faults_bad_input faults_full_disk faults_preempt faults_bad_steps PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+add_test(NAME faults_resume
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_resume.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(faults_bad_input faults_full_disk faults_preempt faults_bad_steps faults_resume
+                     PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

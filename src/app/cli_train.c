@@ -68,8 +68,16 @@ static void train_usage(FILE *f)
         "  --timeout S           end the job when a rank waits on others for S seconds\n"
         "                        (default 300; 0: wait for ever, no watchdog)\n"
         "checkpoints:\n"
-        "  --checkpoint-dir D    write DIR/step-NNNNNNNN.h5 (parameters, BatchNorm state, config)\n"
-        "  --checkpoint-every N  every N steps (default, or 0: at the end of every epoch)\n"
+        "  --checkpoint-dir D    write DIR/step-NNNNNNNN.h5: parameters, BatchNorm state,\n"
+        "                        optimizer state, position in the data, options (all checksummed)\n"
+        "  --checkpoint-every N  every N steps too (default 0: only at the end of every epoch\n"
+        "                        and of the run)\n"
+        "  --resume auto|PATH    go on from a checkpoint, exactly where it was made: auto takes\n"
+        "                        the newest in --checkpoint-dir that validates (a damaged one is\n"
+        "                        reported and the one before it tried; none yet: start at step\n"
+        "                        0); a checkpoint of a different model, precision, optimizer,\n"
+        "                        seed, data or global batch is refused, saying what differs.\n"
+        "                        The rank count may change if the global batch stays the same\n"
         "  --keep K              keep only the K newest checkpoints (default 0: all)\n"
         "  --checkpoint-error E  stop (default) | continue: what a failed save (full disk) does;\n"
         "                        either way the previous checkpoint stays whole\n"
@@ -86,7 +94,7 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME
 };
 
 static const struct option train_options[] = {
@@ -107,7 +115,7 @@ static const struct option train_options[] = {
     {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
     {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
     {"checkpoint-error", 1, 0, O_CKPT_ERROR}, {"max-bad-steps", 1, 0, O_MAX_BAD},
-    {"keep", 1, 0, O_KEEP},
+    {"keep", 1, 0, O_KEEP}, {"resume", 1, 0, O_RESUME},
     {0, 0, 0, 0}};
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -152,6 +160,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
         case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
         case O_KEEP: bad = num("keep", optarg, 0, 1e6, &v); o->checkpoint_keep = (int)v; break;
+        case O_RESUME: o->resume = optarg; break;
         case O_CKPT_ERROR:
             bad = ds_cli_choice("train", "checkpoint-error", optarg,
                                 (const char *const[]){"stop", "continue", NULL},
@@ -215,6 +224,10 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     }
     if (o->train_path && *synthetic) {
         fprintf(stderr, "dstrain train: give --train or --synthetic, not both\n");
+        return 2;
+    }
+    if (o->resume && !*o->resume) {
+        fprintf(stderr, "dstrain train: --resume needs auto or a checkpoint path\n");
         return 2;
     }
     if (o->val_path && !o->train_path) {

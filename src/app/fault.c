@@ -1,19 +1,20 @@
 /* fault.c - injected faults, for the tests of what the other ranks do when
- * one dies or hangs (see train_run.h). */
+ * one dies or hangs, and of a checkpoint cut short (see train_run.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "h5io.h"
 #include "train_run.h"
 
 int ds_inject_fault(int my_rank, long step)
 {
     const char *f = getenv("DSTRAIN_FAULT");
-    char kind[8];
+    char kind[16];
     int rank;
     long at, last;
-    const int n = f ? sscanf(f, "%7[a-z]:%d:%ld-%ld", kind, &rank, &at, &last) : 0;
+    const int n = f ? sscanf(f, "%15[a-z]:%d:%ld-%ld", kind, &rank, &at, &last) : 0;
     if (n == 3)
         last = at;
     if (n < 3 || rank != my_rank || step < at || step > last)
@@ -21,6 +22,10 @@ int ds_inject_fault(int my_rank, long step)
     fprintf(stderr, "dstrain: rank %d: injected fault (%s) at step %ld\n", rank, kind, step);
     if (!strcmp(kind, "inf"))
         return 1;
+    if (!strcmp(kind, "killsave")) {   /* SIGKILL 4 KiB into the next checkpoint write */
+        ds_h5_fault_kill_after(4096);
+        return 0;
+    }
     if (!strcmp(kind, "exit"))
         _exit(7);
     if (!strcmp(kind, "slow")) {   /* the step takes half a second longer (bench's tests) */

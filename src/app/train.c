@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "fileutil.h"
 #include "evaluate.h"
+#include "run_config.h"
 #include "train_run.h"
 
 void ds_run_close(run_state *r)
@@ -66,13 +67,28 @@ static void report_memory(run_state *r)
              c.bytes_in_use / 1048576.0, c.bytes_peak / 1048576.0);
 }
 
+/* The run's options as checkpoints store them (run_config.h). */
+static ds_status describe_run(run_state *r)
+{
+    const ds_train_opts *o = r->o;
+    char features[256];
+    if (o->train_path)
+        snprintf(features, sizeof features, "%s %d Hz, window %g s, stride %g s, %d mels, %d mfcc",
+                 ds_feature_type_name(r->feat.type), r->feat.sample_rate, r->feat.window_size_s,
+                 r->feat.window_stride_s, r->feat.n_mels, r->feat.n_mfcc);
+    else
+        snprintf(features, sizeof features, "synthetic");
+    return ds_run_config_text(o, r->ranks, features, o->train_path ? r->n_keep : o->synthetic_utts,
+                              r->run_config, sizeof r->run_config);
+}
+
 ds_status ds_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
     r->o = o;
     r->rank = o->world ? o->world->rank : 0;
     r->ranks = o->world ? o->world->size : 1;
-    r->saved_step = -1;
+    r->saved_step = r->tried_step = -1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
     DS_TRY(planned(r, &lim, "the host", ds_run_open_data(r, &lim)));
@@ -89,21 +105,30 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
                    ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
     DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));
     report_memory(r);
+    DS_TRY(describe_run(r));
+    if (r->rank == 0 && o->checkpoint_dir)   /* before any step, not at the first save */
+        DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
+    if (o->resume)
+        DS_TRY(ds_run_resume(r));
     if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
-    if (o->checkpoint_dir)   /* before any step, not at the first save */
-        DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
-    return ds_log_open(&r->log, o->log_path);
+    return ds_log_open(&r->log, o->log_path, r->start_step > 0);   /* a resume appends */
 }
 
-static ds_status save_checkpoint(run_state *r, long step, int epoch)
+/* A checkpoint after step (counted from 1) of epoch; the run would go on
+ * at global batch next_batch of epoch next_epoch. */
+static ds_status save_checkpoint(run_state *r, long step, int epoch, int next_epoch, long next_batch)
 {
+    r->tried_step = step;
     if (r->rank != 0)
         return DS_OK;
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
-    ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm};
-    ds_status st = ds_checkpoint_save(path, r->model, &info);
+    ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm,
+                         .next_epoch = next_epoch, .next_batch = next_batch, .bad_run = r->bad_run};
+    memcpy(info.rng, r->rng.s, sizeof info.rng);
+    snprintf(info.run_config, sizeof info.run_config, "%s", r->run_config);
+    ds_status st = ds_checkpoint_save(path, r->model, r->optim, &info);
     if (st == DS_OK) {
         r->saved_step = step;
         ds_print("checkpoint %s\n", path);
@@ -114,6 +139,7 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
     if (st != DS_OK && r->o->checkpoint_continue) {   /* the previous checkpoint is still whole */
         ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
                  "(--checkpoint-error continue)\n", step, ds_last_error());
+        ds_clear_error();   /* the next failure's message is its own */
         st = DS_OK;
     }
     return st;
@@ -162,7 +188,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     DS_TRY(ds_log_step(&r->log, &s));
     if (report)
         print_step(r->total, &s);
-    if (p.step == 0)
+    if (p.step == r->start_step)
         res->first_loss = s.loss;
     else
         res->mean_step_ms += s.step_ms;   /* a sum until the end */
@@ -180,7 +206,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_run_check_sync(r, p.step + 1));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
-        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch));
+        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch, p.epoch, r->batch_pos));
     return DS_OK;
 }
 
@@ -226,8 +252,10 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch, ev.loss,
                  res->val_wer, res->val_cer, ev.score.utterances);
     }
-    if (r->o->checkpoint_dir && r->o->checkpoint_every <= 0)
-        DS_TRY(save_checkpoint(r, step, epoch));
+    /* at the end of every epoch (and of the run), unless this step's is written */
+    if (r->o->checkpoint_dir && r->tried_step != step && r->saved_step != step)
+        DS_TRY(save_checkpoint(r, step, epoch, r->epoch_done ? epoch + 1 : epoch,
+                               r->epoch_done ? 0 : r->batch_pos));
     return DS_OK;
 }
 
@@ -237,8 +265,8 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
 {
     DS_TRY(finish_pending(r, res));
     res->stop_signal = r->stop_signal;
-    if (r->o->checkpoint_dir && r->saved_step != step)   /* not twice for one step */
-        DS_TRY(save_checkpoint(r, step, epoch));
+    if (r->o->checkpoint_dir && r->tried_step != step && r->saved_step != step)   /* once a step */
+        DS_TRY(save_checkpoint(r, step, epoch, epoch, r->batch_pos));
     if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
                  r->o->checkpoint_dir, step);
@@ -253,8 +281,9 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     ds_status st;
     ds_stop_signals_install();
     DS_TRY_GOTO(st, ds_run_open(o, &r), out);
-    long step = 0;
-    for (int epoch = 0; step < r.total; epoch++) {
+    long step = r.start_step;
+    res->steps = step;
+    for (int epoch = r.start_epoch; step < r.total; epoch++) {
         const ds_batch *b;
         DS_TRY_GOTO(st, ds_run_epoch_begin(&r, epoch), out);
         while (step < r.total) {
@@ -270,8 +299,8 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
         }
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }
-    if (res->steps > 1) {
-        res->mean_step_ms /= res->steps - 1;
+    if (res->steps - r.start_step > 1) {
+        res->mean_step_ms /= res->steps - r.start_step - 1;
         res->samples_per_s = o->batch * r.ranks / (res->mean_step_ms / 1e3);
     }
     ds_backend_counters c;

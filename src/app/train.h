@@ -39,6 +39,8 @@ typedef struct {
     int checkpoint_continue;      /* a failed save warns and training goes on */
     int checkpoint_keep;          /* newest checkpoints kept; 0: all */
     long max_bad_steps;           /* stop after this many consecutive skipped steps; 0: never */
+    const char *resume;           /* "auto": the newest valid checkpoint in checkpoint_dir
+                                   * (none yet: start afresh); a path: that one; NULL: none */
     /* data parallelism: batch is per rank, the global batch is ranks x batch */
     ds_world *world;              /* NULL: one process */
     ds_reduce_kind allreduce;

@@ -66,24 +66,38 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
 ds_status ds_run_epoch_begin(run_state *r, int epoch)
 {
     const ds_train_opts *o = r->o;
+    /* a resumed run's first epoch goes on where its checkpoint was made */
+    const long first = epoch == r->start_epoch ? r->start_batch : 0;
+    r->batch_pos = first;
+    r->epoch_done = 0;
     if (!r->train) {
-        r->synth_left = r->per_epoch;
+        r->synth_left = r->per_epoch - first;
         return DS_OK;
     }
     ds_loader_cfg lc = {.data = r->train, .sampler = r->sampler, .rank = r->rank, .epoch = epoch,
                         .batch = o->batch,
                         .max_frames = r->fs.max_frames, .max_labels = r->fs.max_labels,
-                        .norm = o->norm, .aug = o->aug, .seed = o->seed, .depth = 3};
+                        .norm = o->norm, .aug = o->aug, .seed = o->seed, .depth = 3,
+                        .first_batch = first, .timeout_s = o->world ? o->world->timeout_s : 0};
     return ds_loader_start(&lc, &r->loader);
 }
 
 ds_status ds_run_next_batch(run_state *r, const ds_batch **b)
 {
-    if (r->train)
-        return ds_loader_next(r->loader, b);
-    *b = NULL;
-    if (r->synth_left-- <= 0)
+    if (r->train) {
+        DS_TRY(ds_loader_next(r->loader, b));
+        if (*b)
+            r->batch_pos = ds_loader_batch_index(r->loader) + 1;
+        r->epoch_done = !*b;
         return DS_OK;
+    }
+    *b = NULL;
+    if (r->synth_left <= 0) {
+        r->epoch_done = 1;
+        return DS_OK;
+    }
+    r->synth_left--;
+    r->batch_pos++;
     const int B = r->o->batch;
     DS_TRY(ds_synthetic_batch(&r->rng, &r->o->model, B * r->ranks, r->o->max_frames, &r->synth_global));
     if (r->ranks == 1) {

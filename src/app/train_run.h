@@ -48,7 +48,14 @@ typedef struct {
     double *gathered;           /* [ranks][4] step time, loss, n_inf, stop signal of every rank */
     int stop_signal;            /* agreed by every rank: stop after the step read last */
     long bad_run;               /* consecutive steps skipped for a non-finite gradient */
-    long saved_step;            /* rank 0: the step of the last checkpoint written; -1: none */
+    long saved_step;            /* the step of the last checkpoint written or resumed; -1: none */
+    long tried_step;            /* the step of the last save tried (a failed one is not retried) */
+    char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
+    /* where the run starts (0 unless resumed) and where it is in its epoch */
+    long start_step, start_batch;
+    int start_epoch;
+    long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
+    int epoch_done;             /* the epoch's batches ran out (not --steps) */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
@@ -66,6 +73,11 @@ ds_status ds_run_epoch_begin(run_state *r, int epoch);
 ds_status ds_run_next_batch(run_state *r, const ds_batch **b);
 void ds_run_close_data(run_state *r);
 
+/* resume.c: --resume: finds (auto) or takes the checkpoint, checks that it
+ * was made by the same run, loads the model and optimizer on every rank and
+ * sets where the loop starts. */
+ds_status ds_run_resume(run_state *r);
+
 /* ranks.c */
 ds_status ds_run_setup_ranks(run_state *r);
 void ds_run_close_ranks(run_state *r);
@@ -80,8 +92,9 @@ ds_status ds_run_check_sync(run_state *r, long step);
 void ds_stop_signals_install(void);
 int ds_stop_signal(void);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow:RANK:STEP[-LAST] makes that rank
- * exit, hang or sleep 0.5 s before that step (steps count from 1), or
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf|slow|killsave:RANK:STEP[-LAST] makes
+ * that rank exit, hang or sleep 0.5 s before that step (steps count from 1),
+ * die by SIGKILL 4 KiB into its next checkpoint write (killsave), or
  * returns 1 (inf) for an Inf in that step's gradients on that rank (each of
  * the steps STEP..LAST), for the tests of
  * what the other ranks do then (slow: of what bench times). */

@@ -14,14 +14,15 @@ mkdir -p "$mnt"
 cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 . "$(dirname "$0")/../lib/checks.sh"
-# one tiny checkpoint is about 230 KiB: room for one and not two
-if ! mount -t tmpfs -o size=360k tmpfs "$mnt" 2>/dev/null; then
+# one tiny checkpoint (with its optimizer state) is about 570 KiB: room for
+# one and not two
+if ! mount -t tmpfs -o size=900k tmpfs "$mnt" 2>/dev/null; then
   echo "skipped: cannot mount a small tmpfs here (needs root and mount privilege)"
   exit 77
 fi
 
-run() {   # MODE DIR: 4 steps, a checkpoint every 2: the second does not fit
-  timeout 120 "$bin" train --model tiny --synthetic --steps 4 --checkpoint-every 2 \
+run() {   # MODE DIR [STEPS]: a checkpoint every 2 steps: the second does not fit
+  timeout 120 "$bin" train --model tiny --synthetic --steps "${3:-4}" --checkpoint-every 2 \
     --print-every 0 --checkpoint-dir "$2" --checkpoint-error "$1" 2>&1
 }
 t0=$(date +%s.%N)
@@ -46,6 +47,13 @@ if [ "$rc" -eq 0 ] && grep -q "warning: checkpoint at step 4 not written" <<<"$o
    "$bin" info "$mnt/ck/step-00000002.h5" 2>&1 | grep -q "^verified:"; then
   ok
 else bad "full disk, --checkpoint-error continue: exit $rc: $out"; fi
+
+# each failed save says its own file, not the first failure's
+rm -rf "${mnt:?}/ck"
+out=$(run continue "$mnt/ck" 6); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "checkpoint at step 6 not written (.*step-00000006.h5.tmp" <<<"$out"; then
+  ok
+else bad "the second failed save's warning: exit $rc: $(grep warning <<<"$out")"; fi
 
 echo "test_full_disk: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

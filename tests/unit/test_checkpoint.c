@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         info.feat.type = DS_FEAT_LOGMEL;
         char tmp[160];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        T_OK(ds_checkpoint_save(path, a, &info));
+        T_OK(ds_checkpoint_save(path, a, NULL, &info));
         T_CHECK(access(path, R_OK) == 0 && access(tmp, F_OK) != 0, "file in place, no temp left");
         T_CHECK(!same(a, b, DS_PARAMS) && !same(a, b, DS_BN_STATS), "models differ before loading");
         T_OK(ds_checkpoint_load(path, b));

@@ -1,0 +1,123 @@
+/* resume.c - --resume auto|PATH: the checkpoint to go on from, checked
+ * against this run and loaded on every rank. Rank 0 chooses (with auto: the
+ * newest that validates, a damaged one reported and passed over for the one
+ * before it) and tells the others, which load the same file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "run_config.h"
+#include "train_run.h"
+
+/* A different run's checkpoint is refused with what differs; allowed
+ * differences are printed. */
+static ds_status same_run(run_state *r, const char *path, const ds_ckpt_info *info)
+{
+    if (!info->has_resume)
+        return DS_FAIL(DS_ERR_ARG, "%s: holds no optimizer state or position (written by dstrain "
+                       "%s, or not by a training run): cannot resume from it exactly", path,
+                       info->version);
+    char why[2048], notes[2048];
+    if (ds_run_config_diff(info->run_config, r->run_config, why, sizeof why, notes, sizeof notes))
+        return DS_FAIL(DS_ERR_ARG, "%s: made by a different run, it cannot be resumed by this one: "
+                       "%s", path, why);
+    if (notes[0])
+        ds_print("resume: options changed since %s: %s\n", path, notes);
+    return DS_OK;
+}
+
+/* Checks and loads path into this rank's model and optimizer; sets where
+ * the loop starts. *foreign: it failed as another run's checkpoint, not as
+ * a damaged one. */
+static ds_status take(run_state *r, const char *path, int *foreign)
+{
+    ds_model_cfg cfg;
+    ds_dtype dt;
+    ds_ckpt_info info;
+    *foreign = 0;
+    DS_TRY(ds_checkpoint_read_config(path, &cfg, &dt, &info));
+    ds_status st = same_run(r, path, &info);
+    if (st != DS_OK) {
+        *foreign = 1;
+        return st;
+    }
+    DS_TRY(ds_checkpoint_load_resume(path, r->model, r->optim));
+    r->start_step = r->saved_step = info.step;
+    r->start_epoch = info.next_epoch;
+    r->start_batch = info.next_batch;
+    r->bad_run = info.bad_run;
+    memcpy(r->rng.s, info.rng, sizeof r->rng.s);
+    return DS_OK;
+}
+
+/* Rank 0: --resume auto's choice -> path ("" when the directory has no
+ * checkpoint yet). Damaged ones are reported and passed over. */
+static ds_status choose(run_state *r, char *path, size_t cap)
+{
+    const char *dir = r->o->checkpoint_dir;
+    long *steps;
+    size_t n;
+    path[0] = '\0';
+    DS_TRY(ds_checkpoint_list(dir, &steps, &n));
+    ds_status st = DS_OK;
+    size_t i = 0;
+    for (; i < n; i++) {
+        int foreign;
+        snprintf(path, cap, "%s/step-%08ld.h5", dir, steps[i]);
+        st = take(r, path, &foreign);
+        if (st == DS_OK || foreign)   /* another run's: resuming an older one is no cure */
+            break;
+        ds_print("resume: skipping %s: %s\n", path, ds_last_error());
+        ds_clear_error();
+        st = DS_OK;
+    }
+    if (st != DS_OK)
+        path[0] = '\0';
+    if (st == DS_OK && i == n && n > 0) {
+        path[0] = '\0';
+        st = DS_FAIL(DS_ERR_IO, "%s: none of its %zu checkpoints validates (see above); move them "
+                     "away to start afresh", dir, n);
+    }
+    if (st == DS_OK && n == 0)
+        ds_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);
+    free(steps);
+    return st;
+}
+
+ds_status ds_run_resume(run_state *r)
+{
+    const ds_train_opts *o = r->o;
+    char path[1100] = "";
+    ds_status st = DS_OK;
+    const int automatic = !strcmp(o->resume, "auto");
+    if (automatic && !o->checkpoint_dir)
+        return DS_FAIL(DS_ERR_ARG, "--resume auto looks in --checkpoint-dir: give one");
+    if (r->rank == 0) {
+        if (automatic) {
+            st = choose(r, path, sizeof path);
+        } else {
+            int foreign;
+            snprintf(path, sizeof path, "%s", o->resume);
+            st = take(r, path, &foreign);
+        }
+    }
+    int ok = st == DS_OK;   /* the others learn rank 0's verdict and its choice */
+    if (r->ranks > 1) {
+        DS_TRY(ds_world_bcast(o->world, &ok, 1, MPI_INT, "the resume verdict"));
+        DS_TRY(ds_world_bcast(o->world, path, (int)sizeof path, MPI_CHAR, "the checkpoint to resume"));
+    }
+    if (!ok)
+        return r->rank == 0 ? st : DS_FAIL(DS_ERR_ARG, "rank 0 could not resume (see its message)");
+    if (r->rank != 0 && path[0]) {
+        int foreign;
+        st = take(r, path, &foreign);
+        if (st != DS_OK)
+            return DS_FAIL(st, "rank %d: %s (is the checkpoint directory on a file system every "
+                           "rank sees?)", r->rank, ds_last_error());
+    }
+    if (path[0])
+        ds_print("resumed from %s: step %ld, epoch %d, global batch %ld of the epoch\n", path,
+                 r->start_step, r->start_epoch, r->start_batch);
+    return DS_OK;
+}

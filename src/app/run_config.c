@@ -1,0 +1,184 @@
+/* run_config.c - see run_config.h. */
+#include "run_config.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An output buffer that remembers running out of room. */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+    int full;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->full)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= t->cap - t->len) {
+        t->full = 1;
+        t->buf[t->len] = '\0';   /* no half line */
+        return;
+    }
+    t->len += (size_t)n;
+}
+
+/* v as the shortest of %.15g and %.17g that reads back as v: 3e-4 stays
+ * "0.0003" and still compares exactly. */
+static const char *num(double v, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, cap, "%.17g", v);
+    return buf;
+}
+
+/* The model's JSON as model.key=value lines; arrays as key[i]. */
+static void flatten(text *t, const cJSON *v, const char *prefix)
+{
+    char key[256];
+    if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+        int i = 0;
+        for (const cJSON *c = v->child; c; c = c->next, i++) {
+            if (cJSON_IsArray(v))
+                snprintf(key, sizeof key, "%s[%d]", prefix, i);
+            else
+                snprintf(key, sizeof key, "%s.%s", prefix, c->string);
+            flatten(t, c, key);
+        }
+        return;
+    }
+    if (cJSON_IsString(v))
+        put(t, "%s=%s\n", prefix, v->valuestring);
+    else if (cJSON_IsBool(v))
+        put(t, "%s=%s\n", prefix, cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNumber(v)) {
+        char b[32];
+        put(t, "%s=%s\n", prefix, num(v->valuedouble, b, sizeof b));
+    }
+    else
+        put(t, "%s=null\n", prefix);
+}
+
+ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *features,
+                             long utterances, char *buf, size_t cap)
+{
+    text t = {buf, cap, 0, 0};
+    buf[0] = '\0';
+    char json[8192];
+    DS_TRY(ds_config_to_json(&o->model, json, sizeof json));
+    cJSON *root = cJSON_Parse(json);
+    if (!root)
+        return DS_FAIL(DS_ERR_ARG, "model %s: its own JSON does not parse", o->model.name);
+    flatten(&t, root, "model");
+    cJSON_Delete(root);
+    const ds_optim_cfg *c = &o->optim;
+    char a[32], b[32];
+    put(&t, "precision=%s\ndevice=%s\nglobal_batch=%d\nbatch=%d\nranks=%d\nseed=%llu\n",
+        ds_dtype_name(o->precision), o->device, o->batch * ranks, o->batch, ranks,
+        (unsigned long long)o->seed);
+    put(&t, "data=%s\nfeatures=%s\nutterances=%ld\nnorm=%s\n", o->train_path ? o->train_path : "synthetic",
+        features, utterances, ds_norm_name(o->norm));
+    if (!o->train_path)
+        put(&t, "synthetic_utts=%d\nmax_frames=%d\n", o->synthetic_utts, o->max_frames);
+    else
+        put(&t, "min_duration=%s\nmax_duration=%s\nspec_augment=%d,%d,%d,%d\n",
+            num(o->min_duration, a, sizeof a), num(o->max_duration, b, sizeof b),
+            o->aug.freq_masks, o->aug.freq_width, o->aug.time_masks, o->aug.time_width);
+    put(&t, "optimizer=%s\nlr=%s\n", ds_optim_kind_name(c->kind), num(c->lr, a, sizeof a));
+    put(&t, "momentum=%s\nnesterov=%d\n", num(c->momentum, a, sizeof a), c->nesterov);
+    put(&t, "betas=%s,", num(c->beta1, a, sizeof a));
+    put(&t, "%s\n", num(c->beta2, a, sizeof a));
+    put(&t, "eps=%s\n", num(c->eps, a, sizeof a));
+    put(&t, "weight_decay=%s\n", num(c->weight_decay, a, sizeof a));
+    put(&t, "lr_schedule=%s\nanneal=%s\n", ds_lr_schedule_name(c->schedule), num(c->anneal, a, sizeof a));
+    put(&t, "poly_power=%s\nwarmup=%ld\n", num(c->poly_power, a, sizeof a), c->warmup_steps);
+    put(&t, "max_norm=%s\n", num(c->max_grad_norm, a, sizeof a));
+    put(&t, "loss_scale=%s\nloss_scale_window=%ld\n", num(c->loss_scale, a, sizeof a),
+        c->loss_scale_window);
+    put(&t, "steps=%ld\nepochs=%d\nreduce_dtype=%s\nlocal_bn=%d\n", o->steps, o->epochs,
+        ds_dtype_name(o->reduce_dtype), o->local_bn);
+    if (t.full)
+        return DS_FAIL(DS_ERR_ARG, "the run's configuration is over %zu characters", cap);
+    return DS_OK;
+}
+
+/* Keys an exact resume cannot do without: the weights' shapes and types,
+ * what the optimizer's state means, and the order the samples come in. */
+static int must_match(const char *key, size_t len)
+{
+    static const char *const keys[] = {"precision", "global_batch", "seed",
+                                       "features", "utterances", "norm", "synthetic_utts",
+                                       "max_frames", "optimizer", "local_bn", NULL};
+    if (len > 6 && !strncmp(key, "model.", 6))
+        return 1;
+    for (int i = 0; keys[i]; i++)
+        if (strlen(keys[i]) == len && !strncmp(key, keys[i], len))
+            return 1;
+    return 0;
+}
+
+/* The value of key (len characters) in lines, or NULL; *vlen its length. */
+static const char *value_of(const char *lines, const char *key, size_t len, size_t *vlen)
+{
+    for (const char *p = lines; p && *p;) {
+        const char *end = strchr(p, '\n');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > len && p[len] == '=' && !strncmp(p, key, len)) {
+            *vlen = n - len - 1;
+            return p + len + 1;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* Each key of a whose value in b differs or is missing -> why (must match)
+ * or notes; a is the checkpoint's lines when a_is_was. */
+static void compare(const char *a, const char *b, int a_is_was, text *why, text *notes, int *n_why)
+{
+    for (const char *p = a; p && *p;) {
+        const char *end = strchr(p, '\n');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (eq) {
+            const size_t klen = (size_t)(eq - p), alen = n - klen - 1;
+            size_t blen = 0;
+            const char *bv = value_of(b, p, klen, &blen);
+            /* the second pass (a is now) only adds keys the checkpoint lacks */
+            if (!a_is_was && bv) {
+                p = end ? end + 1 : NULL;
+                continue;
+            }
+            if (!bv || blen != alen || strncmp(bv, eq + 1, alen) != 0) {
+                const int must = must_match(p, klen);
+                text *t = must ? why : notes;
+                const char *was = a_is_was ? eq + 1 : bv, *now = a_is_was ? bv : eq + 1;
+                const int wl = (int)(a_is_was ? alen : blen), nl = (int)(a_is_was ? blen : alen);
+                put(t, "%s%.*s: %.*s in the checkpoint, %.*s now", t->len ? "; " : "", (int)klen,
+                    p, was ? wl : 6, was ? was : "(none)", now ? nl : 6, now ? now : "(none)");
+                *n_why += must;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+}
+
+int ds_run_config_diff(const char *was, const char *now, char *why, size_t why_cap, char *notes,
+                       size_t notes_cap)
+{
+    text w = {why, why_cap, 0, 0}, n = {notes, notes_cap, 0, 0};
+    why[0] = notes[0] = '\0';
+    int count = 0;
+    compare(was, now, 1, &w, &n, &count);
+    compare(now, was, 0, &w, &n, &count);   /* keys the checkpoint's run did not have */
+    return count;
+}
