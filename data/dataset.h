@@ -26,8 +26,9 @@
  * /labels. /stats/count, sum and sumsq are needed by merge only.
  *
  * Every field is validated on open; a bad file gets an error naming the file
- * and the field. Features are raw (see audio_features.h); normalisation happens
- * when batches are formed.
+ * and the field. dataset_verify.h checks a whole file (every chunk read, the
+ * fields against each other). Features are raw (see audio_features.h);
+ * normalisation happens when batches are formed.
  */
 #ifndef DS_DATASET_H
 #define DS_DATASET_H

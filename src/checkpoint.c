@@ -330,6 +330,36 @@ static ds_status read_optim(hid_t f, const char *path, ds_model *m, ds_optim *o)
     return st;
 }
 
+ds_status ds_checkpoint_check_optim(const char *path, ds_model *m, int *slots)
+{
+    *slots = -1;
+    hid_t f;
+    DS_TRY(ds_h5_open(path, 0, &f));
+    ds_status st = DS_OK;
+    if (ds_h5_exists(f, "optim/scalars")) {
+        double *host = host_table(m, 0);
+        st = host ? DS_OK : DS_ERR_MEM;
+        int i = 0;
+        for (; st == DS_OK && i < 2; i++) {
+            char group[32];
+            snprintf(group, sizeof group, "optim/slot%d", i);
+            if (!ds_h5_exists(f, group))
+                break;
+            st = read_table(f, path, m, group, 0, host);
+        }
+        double scal[DS_OPT_SCALARS];
+        if (st == DS_OK)
+            st = ds_h5_read(f, "optim/scalars", DS_F64, DS_OPT_SCALARS, scal);
+        if (st == DS_OK)
+            st = check_values(path, "optim/scalars", scal, DS_OPT_SCALARS, 0);
+        if (st == DS_OK)
+            *slots = i;
+        free(host);
+    }
+    ds_h5_close(f);
+    return st;
+}
+
 ds_status ds_checkpoint_load_resume(const char *path, ds_model *m, ds_optim *o)
 {
     hid_t f;

@@ -52,6 +52,11 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m);
  * is refused, saying so. */
 ds_status ds_checkpoint_load_resume(const char *path, ds_model *m, ds_optim *o);
 
+/* Reads and checks every optimizer dataset of path (checksums, finite
+ * values) for a model shaped as m: *slots how many slots it holds, -1 when
+ * it has no optimizer state. For `dstrain info`. */
+ds_status ds_checkpoint_check_optim(const char *path, ds_model *m, int *slots);
+
 /* The steps of the step-NNNNNNNN.h5 files in dir, newest first: *steps
  * [*count] (free it). */
 ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count);

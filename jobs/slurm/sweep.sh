@@ -48,7 +48,8 @@
 #   DSTRAIN, DSTRAIN_MODEL, DSTRAIN_DATA, DSTRAIN_BATCH (per GPU), DSTRAIN_STEPS,
 #   DSTRAIN_WARMUP (bench), DSTRAIN_PRECISION, DSTRAIN_DEVICE, DSTRAIN_ARGS, MPI_ARGS, ...:
 #                         passed to every job, see jobs/slurm/train.sbatch (DSTRAIN_OUT,
-#                         DSTRAIN_LOG, DSTRAIN_COMMAND and DSTRAIN_BENCH_OUT are set here)
+#                         DSTRAIN_LOG, DSTRAIN_COMMAND, DSTRAIN_BENCH_OUT and
+#                         DSTRAIN_CHECKPOINTS are set here)
 #   PYTHON                the python for bench/scaling-report (/usr/bin/python3; stdlib only)
 # A real benchmark, e.g.: DSTRAIN_SWEEP_KIND=bench GPUS_PER_NODE=8 DSTRAIN_MODEL=ds2
 #   DSTRAIN_PRECISION=fp16 DSTRAIN_BATCH=32 DSTRAIN_STEPS=100 DSTRAIN_MAX_FRAMES=1700
@@ -164,8 +165,10 @@ for ((g = min; g <= max; g *= 2)); do
   fi
   [ -n "${CPUS_PER_TASK:-}" ] && opts+=(--cpus-per-task="$CPUS_PER_TASK")
   [ "${DSTRAIN_SWEEP_SERIAL:-0}" = 1 ] && [ -n "$prev" ] && opts+=(--dependency="afterany:$prev")
+  # each rank count its own checkpoints: a requeued job resumes its own run
   id=$(DSTRAIN_LOG=$(printf '%s/metrics-g%03d.jsonl' "$dir" "$g") \
        DSTRAIN_BENCH_OUT=$(printf '%s/bench-g%03d.json' "$dir" "$g") \
+       DSTRAIN_CHECKPOINTS=$(printf '%s/checkpoints-g%03d' "$dir" "$g") \
        sbatch "${opts[@]}" "${extra[@]}" "$script")
   id=${id%%;*}
   ids+=("$id") prev=$id

@@ -1,4 +1,5 @@
-/* cli_info.c - `dstrain info`: model presets and configs. */
+/* cli_info.c - `dstrain info`: model presets and configs, feature files
+ * (described, then verified end to end) and checkpoints. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "dataset.h"
+#include "dataset_verify.h"
 #include "model.h"
 
 static void info_usage(FILE *f)
@@ -13,8 +15,10 @@ static void info_usage(FILE *f)
     fprintf(f, "usage: dstrain info [PRESET | CONFIG.json | FEATURES.h5 | CHECKPOINT.h5]\n"
                "  with no argument: every preset and its parameter count\n"
                "  with a preset name or a config file: its layers and parameter count\n"
-               "  with a feature file: utterances, hours, features, labels, length histogram\n"
-               "  with a checkpoint: its model, step, epoch and features\n"
+               "  with a feature file: utterances, hours, features, labels, length histogram;\n"
+               "    then the whole file verified as by `dstrain prep --verify`\n"
+               "  with a checkpoint: its model, step, epoch, features and resume state;\n"
+               "    then every tensor read back and checked (checksums, finite values)\n"
                "  --help   this text\n");
 }
 
@@ -61,19 +65,42 @@ static int info_h5(const char *path)
         ds_ctx *ctx;
         ds_model *m;
         st = ds_cli_checkpoint_model(path, &lim, &ctx, &m, &ck);
+        int slots = -1;
+        if (st == DS_OK)
+            st = ds_checkpoint_check_optim(path, m, &slots);
         ds_cli_free_model(ctx, m);
         if (st != DS_OK)
             return ds_cli_fail("info", st);
-        printf("verified: every parameter and BatchNorm statistic read back, checksums match, "
-               "values finite\n");
+        if (ck.has_resume)
+            printf("  resume: epoch %d at global batch %ld, %d optimizer slot%s, written by "
+                   "dstrain %s\n", ck.next_epoch, ck.next_batch, slots, slots == 1 ? "" : "s",
+                   ck.version);
+        else
+            printf("  no resume state (written by dstrain %s): evaluates and transcribes only\n",
+                   ck.version);
+        printf("verified: every parameter, BatchNorm statistic%s read back, checksums match, "
+               "values finite\n", slots >= 0 ? " and optimizer tensor" : "");
         return 0;
     }
     ds_clear_error();
+    ds_verify_summary vs;
     st = ds_dataset_open(path, &d);
-    if (st != DS_OK)
+    if (st != DS_OK) {
+        /* nothing to describe: the verification names the first problem
+         * most precisely (missing, not HDF5, truncated, which dataset) */
+        ds_clear_error();
+        st = ds_dataset_verify(path, NULL, &vs);
+        if (st == DS_OK)
+            st = DS_FAIL(DS_ERR_IO, "%s: could not be opened, then verified: did it change?", path);
         return ds_cli_fail("info", st);
+    }
     ds_dataset_describe(d, stdout);
     ds_dataset_close(d);
+    fflush(stdout);   /* the description before any progress on stderr */
+    st = ds_dataset_verify(path, stderr, &vs);
+    if (st != DS_OK)
+        return ds_cli_fail("info", st);
+    ds_verify_print(path, &vs, stdout);
     return 0;
 }
 

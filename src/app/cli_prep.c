@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dataset_verify.h"
 #include "fileutil.h"
 #include "prep.h"
 
@@ -18,6 +19,7 @@ static void prep_usage(FILE *f)
         "usage: dstrain prep librispeech ROOT --out FILE.h5 [options]\n"
         "       dstrain prep manifest FILE.csv --out FILE.h5 [options]\n"
         "       mpiexec -np N dstrain prep ...    (ranks share the work; one file results)\n"
+        "       dstrain prep --verify FILE.h5     (checks a feature file end to end)\n"
         "\n"
         "  librispeech ROOT     a LibriSpeech split: SPEAKER/CHAPTER/*.flac + *.trans.txt below ROOT\n"
         "  manifest FILE.csv    lines audio_path,transcript (paths relative to the CSV)\n"
@@ -30,6 +32,9 @@ static void prep_usage(FILE *f)
         "                       skip-utterance | error\n"
         "  --threads N          worker threads per rank (default: the cores, shared among ranks)\n"
         "  --quiet              no progress output\n"
+        "  --verify FILE.h5     prepare nothing: read every dataset of FILE.h5 in full\n"
+        "                       (checksums), check every value and the index; exit 0 when\n"
+        "                       valid, 1 naming the first problem\n"
         "  --help               this text\n"
         "\n"
         "Audio must be at 16 kHz (convert with sox); unreadable audio, empty transcripts and\n"
@@ -38,6 +43,7 @@ static void prep_usage(FILE *f)
 
 typedef struct {
     const char *kind, *source, *out;
+    const char *verify;   /* --verify FILE: only that */
     ds_prep_opts o;
 } prep_args;
 
@@ -46,7 +52,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
     static const struct option lo[] = {
         {"out", 1, 0, 'o'}, {"features", 1, 0, 'f'}, {"n-mels", 1, 0, 'm'}, {"n-mfcc", 1, 0, 'c'},
         {"dtype", 1, 0, 'd'}, {"on-unknown", 1, 0, 'u'}, {"threads", 1, 0, 't'},
-        {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, {"verify", 1, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->o.feat = ds_feature_defaults();
     a->o.dtype = DS_F16;
@@ -81,6 +87,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
             a->o.threads = (int)v;
             break;
         case 'q': a->o.progress = -1; break;
+        case 'v': a->verify = optarg; break;
         case 'h': prep_usage(stdout); return 1;
         default: prep_usage(stderr); return 2;
         }
@@ -89,6 +96,12 @@ static int parse_prep(int argc, char **argv, prep_args *a)
             return 2;
         }
     }
+    if (a->verify && (argc > optind || a->out)) {
+        fprintf(stderr, "dstrain prep: --verify %s takes no corpus and no --out\n", a->verify);
+        return 2;
+    }
+    if (a->verify)
+        return 0;
     if (argc - optind != 2 || !a->out) {
         prep_usage(stderr);
         return 2;
@@ -181,12 +194,25 @@ static ds_status run_prep(prep_args *a, int rank, int size)
     return st;
 }
 
+/* --verify FILE: the whole file read and checked (dataset_verify.h). */
+static int verify(const prep_args *a)
+{
+    ds_verify_summary s;
+    ds_status st = ds_dataset_verify(a->verify, a->o.progress < 0 ? NULL : stderr, &s);
+    if (st != DS_OK)
+        return ds_cli_fail("prep", st);
+    ds_verify_print(a->verify, &s, stdout);
+    return 0;
+}
+
 int ds_cli_prep(int argc, char **argv)
 {
     prep_args a;
     int rc = parse_prep(argc, argv, &a);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (a.verify)
+        return verify(&a);
     int provided, rank = 0, size = 1;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "dstrain prep: MPI_Init_thread failed\n");

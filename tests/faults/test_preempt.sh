@@ -4,7 +4,8 @@
 # with status 75 (EX_TEMPFAIL: "try again"), on every rank together even
 # when only one rank got the signal. Cases: one rank and SIGTERM; two ranks
 # under mpiexec with SIGUSR1 sent to rank 1 alone. The time from the signal
-# to the exit is printed.
+# to the exit is printed. Resumed, each run ends with the parameters,
+# BatchNorm statistics and optimizer state of the same run uninterrupted.
 # usage: test_preempt.sh DSTRAIN
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -48,6 +49,23 @@ W
   local last; last=$(tail -1 "$dir/log.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
   if [ -n "$ck" ] && [ "$(basename "$ck")" = "$(printf 'step-%08d.h5' "$last")" ]; then ok
   else bad "$name: checkpoint $ck is not of the last logged step $last"; fi
+  # resumed, it ends where the same run uninterrupted ends, bit for bit
+  if [ -n "$ck" ] && [ -n "$last" ]; then
+    local end=$((last + 3)) g same=1
+    local args=(--model tiny --synthetic --batch 2 --max-frames 120 --print-every 0 --timeout 30
+                --steps "$end")
+    timeout 300 "${launch[@]}" "$bin" train "${args[@]}" --checkpoint-dir "$dir/ck" --resume auto \
+      >"$dir/resume.out" 2>&1 || bad "$name: resume: $(tail -3 "$dir/resume.out")"
+    timeout 300 "${launch[@]}" "$bin" train "${args[@]}" --checkpoint-dir "$dir/straight" \
+      >"$dir/straight.out" 2>&1 || bad "$name: straight run: $(tail -3 "$dir/straight.out")"
+    for g in /params /state /optim; do
+      h5diff -q "$dir/ck/$(printf 'step-%08d.h5' $end)" "$dir/straight/$(printf 'step-%08d.h5' $end)" \
+        "$g" "$g" >/dev/null 2>&1 || same=0
+    done
+    if [ "$same" = 1 ] && grep -q "resumed from $ck" "$dir/resume.out"; then
+      ok; echo "$name: resumed from step $last to $end = $end steps uninterrupted, bit for bit"
+    else bad "$name: resumed run differs from the uninterrupted one: $(grep -i resum "$dir/resume.out")"; fi
+  fi
   if [ "$np" -gt 1 ]; then   # every rank stopped the same way
     local n; n=$(grep -c "stopped by" "$dir/out")
     if [ "$(grep -c 'dstrain: rank' "$dir/out")" -eq 0 ]; then ok

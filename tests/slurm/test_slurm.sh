@@ -17,6 +17,10 @@
 #    inside the allocation), and jobs/slurm/sweep.sh capped at 2 ranks; checks
 #    each job trained on 2 ranks and finished (banner, 'done:' line, a
 #    metrics file of 20 steps) and that the sweep's summary has both rows.
+#    Preemption, with each of the two scripts: SIGUSR1 to the batch script
+#    mid-run (what --signal=B:USR1@120 sends), then the checkpoint, exit 75,
+#    requeue and resumed run; the job COMPLETES with the parameters,
+#    BatchNorm statistics and optimizer state of the same run uninterrupted.
 # 4. On exit, always: cancels the jobs, stops slurmd, slurmctld and munged,
 #    and ends any process still carrying this test's SLURM_CONF (by pid);
 #    removes the directory unless KEEP_SLURM_TEST=1.
@@ -230,6 +234,61 @@ run_job() {
 }
 run_job train-srun jobs/slurm/train.sbatch
 run_job train-mpirun jobs/slurm/train-mpirun.sbatch NTASKS=2
+
+# Preemption: the time-limit warning (what --signal=B:USR1@120 sends the
+# batch script) mid-run; the script passes it to the ranks, they checkpoint
+# and exit 75, the job requeues itself and the requeued run resumes; its
+# final parameters equal those of the same training run uninterrupted.
+preempt_job() {   # NAME SCRIPT
+  local name=$1 script=$2 dir=$tmp/jobs/$1 out=$tmp/jobs/$1.out id i t0 state restarts
+  local steps=40 opts="--checkpoint-every 5 --print-every 1"
+  t0=$(date +%s)
+  id=$(DSTRAIN=$bin DSTRAIN_OUT=$dir DSTRAIN_STEPS=$steps DSTRAIN_BATCH=2 DSTRAIN_MAX_FRAMES=120 \
+         DSTRAIN_ARGS="$opts" sbatch --parsable --ntasks=2 --job-name=$name --open-mode=append \
+         --output="$out" "$here/$script" 2>"$tmp/jobs/$name.err")
+  if [ -z "$id" ]; then bad "$name: sbatch failed: $(cat "$tmp/jobs/$name.err")"; return; fi
+  for i in $(seq 1 1200); do   # until 8 steps are logged (bounded: 120 s)
+    [ "$({ wc -l <"$dir/metrics-rank0.jsonl"; } 2>/dev/null || echo 0)" -ge 8 ] && break
+    sleep 0.1
+  done
+  scancel --signal=USR1 --batch "$id" || bad "$name: scancel --signal=USR1 --batch $id failed"
+  # Slurm makes a requeued job eligible 120 s later; the test starts it at
+  # once, but only when the old run's batch script and step have ended (the
+  # script's exit would end the new run's job; a step still ending takes the
+  # new run's step id)
+  for i in $(seq 1 600); do
+    restarts=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*Restarts=([0-9]+).*/\1/p')
+    state=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
+    [ "${restarts:-0}" -ge 1 ] && [ "$state" = PENDING ] &&
+      ! pgrep -f "slurmstepd: \[$id\." >/dev/null && break
+    sleep 0.2
+  done
+  # slurmd revokes the old run's credentials by the second: a new run
+  # started within the same second is refused ("Job credential revoked")
+  sleep 2
+  scontrol update jobid="$id" StartTime=now >/dev/null 2>&1
+  state=$(wait_job "$id" 300)
+  restarts=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*Restarts=([0-9]+).*/\1/p')
+  log "$name: job $id $state after $(($(date +%s) - t0)) s, restarts ${restarts:-0}; output:"
+  sed 's/^/    /' "$out" 2>/dev/null
+  if [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && grep -q "requeueing job $id" "$out" &&
+     grep -q "stopped by User defined signal 1" "$out" && grep -q "^resumed from .*step-" "$out"; then
+    ok "$name: SIGUSR1 -> checkpoint, exit 75, requeued, resumed, COMPLETED"
+  else bad "$name: job $id ${state:-unknown}, restarts ${restarts:-0}"; return; fi
+  # the same run without the interruption, on 2 ranks outside Slurm
+  local ref=$tmp/jobs/$name-ref
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    timeout 300 mpiexec -np 2 "$bin" train --model tiny --synthetic --max-frames 120 --steps $steps \
+    --batch 2 $opts --checkpoint-dir "$ref" >"$ref.out" 2>&1 || bad "$name: reference run: $(tail -3 "$ref.out")"
+  local last; last=$(printf 'step-%08d.h5' $steps)
+  if (for g in /params /state /optim; do
+        h5diff -q "$dir/checkpoints/$last" "$ref/$last" "$g" "$g" >/dev/null 2>&1 || exit 1
+      done); then
+    ok "$name: parameters, BatchNorm and optimizer state equal the uninterrupted run's, bit for bit"
+  else bad "$name: the preempted and requeued job ends with other parameters than an uninterrupted run"; fi
+}
+preempt_job preempt-srun jobs/slurm/train.sbatch
+preempt_job preempt-mpirun jobs/slurm/train-mpirun.sbatch
 
 # run_sweep NAME DIR [VAR=VALUE...]: jobs/slurm/sweep.sh at 1 and 2 ranks
 # into DIR, waiting for its gather job; its output logged. Fails (and logs
