@@ -15,6 +15,7 @@ packages=(
   espeak-ng sox libsox-fmt-all         # the synthesized mini corpus
   python3-torch python3-numpy python3-h5py   # PyTorch peer checks (/usr/bin/python3)
   gnuplot-nox                          # bench/plot, bench/scaling-report: PNG charts
+  clang libclang-rt-dev                # scripts/fuzz.sh: libFuzzer lives in clang's runtime
 )
 [ $# -eq 0 ] || packages=("$@")
 

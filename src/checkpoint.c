@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,11 +154,11 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const d
 
 static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info)
 {
-    double v;
+    long v;
     int64_t i;
     char rng[80];
     unsigned long long s[4];
-    DS_TRY(ds_h5_read_attr_f64(f, "next_epoch", &v));
+    DS_TRY(ds_h5_read_attr_whole(f, "next_epoch", 0, INT_MAX, &v));
     info->next_epoch = (int)v;
     DS_TRY(ds_h5_read_attr_i64(f, "next_batch", &i));
     info->next_batch = (long)i;
@@ -179,22 +180,21 @@ static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info
 static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
 {
     char s[64];
-    double v;
+    long v;
     memset(info, 0, sizeof *info);
     info->feat = ds_feature_defaults();
-    DS_TRY(ds_h5_read_attr_f64(f, "step", &v));
-    info->step = (long)v;
-    DS_TRY(ds_h5_read_attr_f64(f, "epoch", &v));
+    DS_TRY(ds_h5_read_attr_whole(f, "step", 0, DS_H5_WHOLE_MAX, &info->step));
+    DS_TRY(ds_h5_read_attr_whole(f, "epoch", 0, INT_MAX, &v));
     info->epoch = (int)v;
     DS_TRY(ds_h5_read_attr_str(f, "feature_type", s, sizeof s));
     DS_TRY(ds_feature_type_parse(s, &info->feat.type));
-    DS_TRY(ds_h5_read_attr_f64(f, "sample_rate", &v));
+    DS_TRY(ds_h5_read_attr_whole(f, "sample_rate", 1, INT_MAX, &v));
     info->feat.sample_rate = (int)v;
     DS_TRY(ds_h5_read_attr_f64(f, "window_size_s", &info->feat.window_size_s));
     DS_TRY(ds_h5_read_attr_f64(f, "window_stride_s", &info->feat.window_stride_s));
-    DS_TRY(ds_h5_read_attr_f64(f, "n_mels", &v));
+    DS_TRY(ds_h5_read_attr_whole(f, "n_mels", 0, INT_MAX, &v));
     info->feat.n_mels = (int)v;
-    DS_TRY(ds_h5_read_attr_f64(f, "n_mfcc", &v));
+    DS_TRY(ds_h5_read_attr_whole(f, "n_mfcc", 0, INT_MAX, &v));
     info->feat.n_mfcc = (int)v;
     DS_TRY(ds_h5_read_attr_str(f, "normalization", s, sizeof s));
     if (ds_norm_parse(s, &info->norm) != DS_OK)

@@ -5,6 +5,7 @@
 #include "fileutil.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@ const char *ds_cell_name(ds_cell c)
     return "?";
 }
 
+/* x is a whole number an int holds. Compared before the cast: casting a
+ * double outside int's range is undefined (found by tests/fuzz). */
+static int is_int(double x) { return x >= INT_MIN && x <= INT_MAX && x == (double)(int)x; }
+
 static ds_status get_int(const cJSON *obj, const char *key, int required, int def, int lo,
                          int hi, const char *src, const char *ctx, int *out)
 {
@@ -33,7 +38,7 @@ static ds_status get_int(const cJSON *obj, const char *key, int required, int de
     }
     if (cJSON_IsBool(v)) {
         *out = cJSON_IsTrue(v);
-    } else if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble) {
+    } else if (!cJSON_IsNumber(v) || !is_int(v->valuedouble)) {
         return DS_FAIL(DS_ERR_ARG, "%s: %s%s must be an integer", src, ctx, key);
     } else {
         *out = (int)v->valuedouble;
@@ -193,8 +198,28 @@ ds_status ds_config_preset(const char *name, ds_model_cfg *out)
     return ds_config_parse(json, source, out);
 }
 
+/* s as the inside of a JSON string into out [cap >= 6 * strlen(s) + 1]:
+ * the name is free text from the user's JSON, and a quote, backslash or
+ * control character in it written raw made a checkpoint whose config could
+ * not be parsed again (found by tests/fuzz). */
+static void json_escape(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 7 <= cap; p++) {
+        if (*p == '"' || *p == '\\')
+            n += (size_t)snprintf(out + n, cap - n, "\\%c", *p);
+        else if (*p < 0x20)
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", *p);
+        else
+            out[n++] = (char)*p;
+    }
+    out[n] = '\0';
+}
+
 ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
 {
+    char name[6 * sizeof c->name];
+    json_escape(c->name, name, sizeof name);
     size_t n = 0;
 #define PUT(...)                                                       \
     do {                                                               \
@@ -203,7 +228,7 @@ ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
             return DS_FAIL(DS_ERR_ARG, "config json");                 \
         n += (size_t)k_;                                               \
     } while (0)
-    PUT("{\"name\":\"%s\",\"n_features\":%d,\"n_classes\":%d,\"conv\":[", c->name, c->n_features,
+    PUT("{\"name\":\"%s\",\"n_features\":%d,\"n_classes\":%d,\"conv\":[", name, c->n_features,
         c->n_classes);
     for (int i = 0; i < c->n_conv; i++) {
         const ds_conv_cfg *k = &c->conv[i];

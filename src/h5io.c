@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -260,6 +261,27 @@ ds_status ds_h5_write_f64_as(hid_t loc, const char *name, ds_dtype t, int rank,
     return st;
 }
 
+/* Dataset ds [dims of rank] holds at most 256 times its file's bytes (+ 64
+ * KiB): more, and the file is damaged. The readers allocate for a whole
+ * extent before HDF5 reads it, and a few header bytes can claim 2^40
+ * elements: a 24 KB feature file made `dstrain info` take 24 GB before
+ * this (found after tests/fuzz). 256 is more than compression gives data. */
+static int fits_in_file(hid_t ds, int rank, const hsize_t *dims)
+{
+    hid_t file = H5Iget_file_id(ds), type = H5Dget_type(ds);
+    hsize_t file_bytes = 0;
+    double bytes = type >= 0 ? (double)H5Tget_size(type) : 0;
+    int ok = file >= 0 && bytes > 0 && H5Fget_filesize(file, &file_bytes) >= 0;
+    for (int i = 0; i < rank; i++)
+        bytes *= (double)dims[i];   /* in double: the product cannot wrap */
+    ok = ok && bytes <= ((double)file_bytes + 65536.0) * 256.0;
+    if (type >= 0)
+        H5Tclose(type);
+    if (file >= 0)
+        H5Fclose(file);   /* the ID H5Iget_file_id made; the file stays open */
+    return ok;
+}
+
 ds_status ds_h5_shape(hid_t loc, const char *name, int *rank, hsize_t dims[DS_H5_MAX_RANK])
 {
     char fn[256];
@@ -273,10 +295,11 @@ ds_status ds_h5_shape(hid_t loc, const char *name, int *rank, hsize_t dims[DS_H5
     int r = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
     if (r < 0 || r > DS_H5_MAX_RANK)
         st = DS_FAIL(DS_ERR_IO, "%s: %s: bad dataspace (rank %d)", file_of(loc, fn, sizeof fn), name, r);
-    else {
+    else if (H5Sget_simple_extent_dims(space, dims, NULL) < 0 || !fits_in_file(ds, r, dims))
+        st = DS_FAIL(DS_ERR_IO, "%s: %s: its shape claims more data than the file holds (damaged)",
+                     file_of(loc, fn, sizeof fn), name);
+    else
         *rank = r;
-        H5Sget_simple_extent_dims(space, dims, NULL);
-    }
     if (space >= 0)
         H5Sclose(space);
     H5Dclose(ds);
@@ -361,6 +384,18 @@ ds_status ds_h5_read_attr_f64(hid_t loc, const char *name, double *value)
     if (a >= 0)
         H5Aclose(a);
     return st;
+}
+
+ds_status ds_h5_read_attr_whole(hid_t loc, const char *name, long lo, long hi, long *value)
+{
+    char fn[256];
+    double v;
+    DS_TRY(ds_h5_read_attr_f64(loc, name, &v));
+    if (!(v >= (double)lo && v <= (double)hi) || v != floor(v))
+        return DS_FAIL(DS_ERR_IO, "%s: attribute %s is %g, expected a whole number in [%ld, %ld]",
+                       file_of(loc, fn, sizeof fn), name, v, lo, hi);
+    *value = (long)v;
+    return DS_OK;
 }
 
 ds_status ds_h5_read_attr_str(hid_t loc, const char *name, char *buf, size_t cap)

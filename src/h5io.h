@@ -44,6 +44,11 @@ ds_status ds_h5_write_attr_f64(hid_t loc, const char *name, double value);
 /* Reads a string attribute into buf [cap]. */
 ds_status ds_h5_read_attr_str(hid_t loc, const char *name, char *buf, size_t cap);
 ds_status ds_h5_read_attr_f64(hid_t loc, const char *name, double *value);
+/* A whole number stored as an integer or a double attribute, in [lo, hi]
+ * (both within +-DS_H5_WHOLE_MAX): NaN, a fraction or a value outside is an
+ * error naming the attribute, never a cast out of range. */
+#define DS_H5_WHOLE_MAX 9007199254740992L   /* 2^53: every whole number up to it is a double */
+ds_status ds_h5_read_attr_whole(hid_t loc, const char *name, long lo, long hi, long *value);
 
 /* ---- integer attributes, binary16, string arrays, growing 2-D row arrays ---- */
 

@@ -49,4 +49,15 @@ static inline real sigmoid(real x) { return (real)1 / ((real)1 + R_EXP(-x)); }
 static inline real act_tanh(real x) { return R_TANH(x); }
 #endif
 
+/* The hot loops are built for AVX-512, AVX2 and the baseline, picked at load
+ * time. clang (14: the fuzzing build) gives a static function's clones a
+ * global resolver symbol, so the f32 and f64 units, whose static functions
+ * share names, collide at link time: with clang they are built once, for
+ * the baseline. */
+#if defined(__clang__)
+#define DS_CLONES
+#else
+#define DS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 #endif
