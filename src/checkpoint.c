@@ -298,25 +298,34 @@ ds_status ds_checkpoint_load(const char *path, ds_model *m)
     return st;
 }
 
-static ds_status read_optim(hid_t f, const char *path, ds_model *m, ds_optim *o)
+/* The optimizer's state in f, every value checked: with o, the slots o
+ * keeps and the scalars, put into o; without, whatever slots are there
+ * (`dstrain info`). *slots: how many were read; -1: f has no /optim, an
+ * error only when o needs it. */
+static ds_status read_optim(hid_t f, const char *path, ds_model *m, ds_optim *o, int *slots)
 {
+    *slots = -1;
     if (!ds_h5_exists(f, "optim/scalars"))
-        return DS_FAIL(DS_ERR_IO, "%s: no optimizer state (/optim): a checkpoint of an older "
-                       "dstrain or of a model only; it cannot resume a run exactly", path);
+        return o ? DS_FAIL(DS_ERR_IO, "%s: no optimizer state (/optim): a checkpoint of an older "
+                           "dstrain or of a model only; it cannot resume a run exactly", path)
+                 : DS_OK;
     double *host = host_table(m, 0);
     if (!host)
         return DS_ERR_MEM;
     ds_status st = DS_OK;
-    for (int i = 0; st == DS_OK && i < ds_optim_slots(o); i++) {
+    int i = 0;
+    for (; st == DS_OK && i < (o ? ds_optim_slots(o) : 2); i++) {
         char group[32];
         snprintf(group, sizeof group, "optim/slot%d", i);
-        if (!ds_h5_exists(f, group))
-            st = DS_FAIL(DS_ERR_IO, "%s: no dataset group /%s: the run that wrote it kept %s "
-                         "optimizer state than this one's %s needs", path, group,
-                         i ? "less" : "no", ds_optim_kind_name(ds_optim_kind(o)));
-        if (st == DS_OK)
-            st = read_table(f, path, m, group, 0, host);
-        if (st == DS_OK)
+        if (!ds_h5_exists(f, group)) {
+            if (o)
+                st = DS_FAIL(DS_ERR_IO, "%s: no dataset group /%s: the run that wrote it kept %s "
+                             "optimizer state than this one's %s needs", path, group,
+                             i ? "less" : "no", ds_optim_kind_name(ds_optim_kind(o)));
+            break;
+        }
+        st = read_table(f, path, m, group, 0, host);
+        if (st == DS_OK && o)
             st = ds_model_put_optim_slot(m, o, i, host);
     }
     double scal[DS_OPT_SCALARS];
@@ -324,38 +333,19 @@ static ds_status read_optim(hid_t f, const char *path, ds_model *m, ds_optim *o)
         st = ds_h5_read(f, "optim/scalars", DS_F64, DS_OPT_SCALARS, scal);
     if (st == DS_OK)
         st = check_values(path, "optim/scalars", scal, DS_OPT_SCALARS, 0);
-    if (st == DS_OK)
+    if (st == DS_OK && o)
         st = ds_optim_set_scalars(o, scal);
+    if (st == DS_OK)
+        *slots = i;
     free(host);
     return st;
 }
 
 ds_status ds_checkpoint_check_optim(const char *path, ds_model *m, int *slots)
 {
-    *slots = -1;
     hid_t f;
     DS_TRY(ds_h5_open(path, 0, &f));
-    ds_status st = DS_OK;
-    if (ds_h5_exists(f, "optim/scalars")) {
-        double *host = host_table(m, 0);
-        st = host ? DS_OK : DS_ERR_MEM;
-        int i = 0;
-        for (; st == DS_OK && i < 2; i++) {
-            char group[32];
-            snprintf(group, sizeof group, "optim/slot%d", i);
-            if (!ds_h5_exists(f, group))
-                break;
-            st = read_table(f, path, m, group, 0, host);
-        }
-        double scal[DS_OPT_SCALARS];
-        if (st == DS_OK)
-            st = ds_h5_read(f, "optim/scalars", DS_F64, DS_OPT_SCALARS, scal);
-        if (st == DS_OK)
-            st = check_values(path, "optim/scalars", scal, DS_OPT_SCALARS, 0);
-        if (st == DS_OK)
-            *slots = i;
-        free(host);
-    }
+    ds_status st = read_optim(f, path, m, NULL, slots);
     ds_h5_close(f);
     return st;
 }
@@ -367,8 +357,9 @@ ds_status ds_checkpoint_load_resume(const char *path, ds_model *m, ds_optim *o)
     ds_status st = read_tensors(f, path, m, "params", DS_PARAMS);
     if (st == DS_OK)
         st = read_tensors(f, path, m, "state", DS_BN_STATS);
+    int slots;
     if (st == DS_OK)
-        st = read_optim(f, path, m, o);
+        st = read_optim(f, path, m, o, &slots);
     ds_h5_close(f);
     return st;
 }

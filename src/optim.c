@@ -182,8 +182,6 @@ void *ds_optim_group_slot(ds_optim *o, int g, int i)
     return g >= 0 && g < o->groups && i >= 0 && i < 2 ? o->g[g].slot[i] : NULL;
 }
 
-int ds_optim_groups(const ds_optim *o) { return o->groups; }
-
 ds_opt_kind ds_optim_kind(const ds_optim *o) { return o->cfg.kind; }
 
 int ds_optim_slots(const ds_optim *o)

@@ -91,7 +91,6 @@ void *ds_optim_slot(ds_optim *o, int i);
 /* Slot i of group g ([n] of that group, master role), NULL where the
  * optimizer keeps none (sgd without momentum; adamw has two). */
 void *ds_optim_group_slot(ds_optim *o, int g, int i);
-int ds_optim_groups(const ds_optim *o);
 ds_opt_kind ds_optim_kind(const ds_optim *o);
 int ds_optim_slots(const ds_optim *o);   /* per group: 0, 1 or 2 */
 /* Every scalar of the optimizer's state (steps, skips, loss scale and its

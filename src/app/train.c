@@ -253,7 +253,7 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
                  res->val_wer, res->val_cer, ev.score.utterances);
     }
     /* at the end of every epoch (and of the run), unless this step's is written */
-    if (r->o->checkpoint_dir && r->tried_step != step && r->saved_step != step)
+    if (r->o->checkpoint_dir && r->tried_step != step)
         DS_TRY(save_checkpoint(r, step, epoch, r->epoch_done ? epoch + 1 : epoch,
                                r->epoch_done ? 0 : r->batch_pos));
     return DS_OK;
@@ -265,7 +265,7 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
 {
     DS_TRY(finish_pending(r, res));
     res->stop_signal = r->stop_signal;
-    if (r->o->checkpoint_dir && r->tried_step != step && r->saved_step != step)   /* once a step */
+    if (r->o->checkpoint_dir && r->tried_step != step)   /* once a step */
         DS_TRY(save_checkpoint(r, step, epoch, epoch, r->batch_pos));
     if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",

@@ -49,7 +49,8 @@ typedef struct {
     int stop_signal;            /* agreed by every rank: stop after the step read last */
     long bad_run;               /* consecutive steps skipped for a non-finite gradient */
     long saved_step;            /* the step of the last checkpoint written or resumed; -1: none */
-    long tried_step;            /* the step of the last save tried (a failed one is not retried) */
+    long tried_step;            /* the step of the last save tried or resumed (a failed one
+                                 * is not retried, one step is saved once) */
     char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
     /* where the run starts (0 unless resumed) and where it is in its epoch */
     long start_step, start_batch;
