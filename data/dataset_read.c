@@ -236,15 +236,15 @@ static ds_status check_utterance(const ds_dataset *d, long i)
                        i, id, nf);
     if (fo < 0 || fo > d->total_frames - nf)
         return DS_FAIL(DS_ERR_IO, "%s: utterances/frame_offset: utterance %ld (%s) offsets past the "
-                       "end: rows %lld..%lld of %ld in features", d->path, i, id, (long long)fo,
-                       (long long)fo + nf, d->total_frames);
+                       "end: %d rows from row %lld of %ld in features", d->path, i, id, nf,
+                       (long long)fo, d->total_frames);
     if (nl < 1)
         return DS_FAIL(DS_ERR_IO, "%s: utterances/label_length: utterance %ld (%s) has %d labels",
                        d->path, i, id, nl);
     if (lo < 0 || lo > d->total_labels - nl)
         return DS_FAIL(DS_ERR_IO, "%s: utterances/label_offset: utterance %ld (%s) offsets past the "
-                       "end: entries %lld..%lld of %ld in labels", d->path, i, id, (long long)lo,
-                       (long long)lo + nl, d->total_labels);
+                       "end: %d entries from entry %lld of %ld in labels", d->path, i, id, nl,
+                       (long long)lo, d->total_labels);
     for (int32_t k = 0; k < nl; k++) {
         int v = d->labels[lo + k];
         if (v < 1 || v >= DS_ALPHABET_SIZE)
