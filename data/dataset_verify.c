@@ -23,30 +23,6 @@ double ds_verify_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-typedef struct {
-    char *buf;
-    size_t cap;
-} reason_buf;
-
-/* Walked upwards, entry 0 is the innermost call: the most specific reason. */
-static herr_t innermost(unsigned n, const H5E_error2_t *e, void *p)
-{
-    reason_buf *r = p;
-    if (n == 0 && e->desc)
-        snprintf(r->buf, r->cap, "%s", e->desc);
-    return 0;
-}
-
-const char *ds_verify_h5_reason(char *buf, size_t cap)
-{
-    reason_buf r = {buf, cap};
-    buf[0] = '\0';
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &r);
-    if (!buf[0])
-        snprintf(buf, cap, "HDF5 gave no reason");
-    return buf;
-}
-
 /* ---- step 1: the file ---- */
 
 /* HDF5 looks for its signature at byte 0, then 512, 1024, 2048, ... (after
@@ -85,8 +61,8 @@ static ds_status open_checked(const char *path, hid_t *out)
     *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*out < 0) {
         char why[256];
-        return DS_FAIL(DS_ERR_IO, "%s: HDF5 cannot open it: %s (%lld bytes on disk: truncated or "
-                       "damaged)", path, ds_verify_h5_reason(why, sizeof why),
+        return DS_FAIL(DS_ERR_IO, "%s: HDF5 cannot open it: %s (%lld bytes on disk: truncated, "
+                       "damaged or locked)", path, ds_h5_reason(why, sizeof why),
                        (long long)sb.st_size);
     }
     return DS_OK;
@@ -133,7 +109,7 @@ static herr_t read_rows(hid_t ds, hid_t mt, hid_t space, int rank, const hsize_t
     if (rc >= 0 && (H5Tdetect_class(mt, H5T_VLEN) > 0 || H5Tis_variable_str(mt) > 0))
         rc = H5Dvlen_reclaim(mt, mspace, H5P_DEFAULT, buf);
     if (rc < 0)
-        ds_verify_h5_reason(why, 256);
+        ds_h5_reason(why, 256);
     if (mspace >= 0)
         H5Sclose(mspace);
     return rc;
@@ -151,7 +127,7 @@ static ds_status read_whole(visit_ctx *v, hid_t ds, const char *name)
     hsize_t dims[H5S_MAX_RANK] = {0};
     if (mt < 0 || rank < 0 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
         st = DS_FAIL(DS_ERR_IO, "%s: dataset /%s: cannot read its type or shape (%s)", v->path,
-                     name, ds_verify_h5_reason(why, sizeof why));
+                     name, ds_h5_reason(why, sizeof why));
         goto close;
     }
     size_t row = H5Tget_size(mt);   /* bytes of one index of the first dimension */
@@ -197,7 +173,7 @@ static herr_t visit_one(hid_t g, const char *name, const H5L_info_t *info, void 
     hid_t obj = H5Oopen(g, name, H5P_DEFAULT);
     if (obj < 0) {
         v->st = DS_FAIL(DS_ERR_IO, "%s: /%s: cannot open (%s)", v->path, name,
-                        ds_verify_h5_reason(why, sizeof why));
+                        ds_h5_reason(why, sizeof why));
         return -1;
     }
     if (H5Iget_type(obj) == H5I_DATASET)
@@ -212,7 +188,7 @@ static ds_status read_small_datasets(const char *path, hid_t f, ds_verify_summar
     char why[256];
     if (H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, visit_one, &v) < 0 && v.st == DS_OK)
         v.st = DS_FAIL(DS_ERR_IO, "%s: cannot list its groups and datasets (%s)", path,
-                       ds_verify_h5_reason(why, sizeof why));
+                       ds_h5_reason(why, sizeof why));
     return v.st;
 }
 

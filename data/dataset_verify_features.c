@@ -55,7 +55,7 @@ static int read_rows(const scan *s, hsize_t r0, hsize_t rows, char *why)
              && H5Sselect_hyperslab(file, H5S_SELECT_SET, start, NULL, count, NULL) >= 0
              && H5Dread(s->ds, s->mt, mem, file, H5P_DEFAULT, s->buf) >= 0;
     if (!ok)
-        ds_verify_h5_reason(why, 256);
+        ds_h5_reason(why, 256);
     if (mem >= 0)
         H5Sclose(mem);
     if (file >= 0)
@@ -206,7 +206,7 @@ ds_status ds_verify_features(ds_verify_ctx *c)
     s.ds = H5Dopen2(ds_dataset_file(c->d), "features", H5P_DEFAULT);
     if (s.ds < 0)
         return DS_FAIL(DS_ERR_IO, "%s: dataset /features: cannot open (%s)", c->path,
-                       ds_verify_h5_reason(why, sizeof why));
+                       ds_h5_reason(why, sizeof why));
     if (c->d->feature_dtype == DS_F16) {   /* raw halves, widened here as the loader does */
         s.esize = 2;
         DS_TRY_GOTO(st, ds_h5_half_type(&s.mt), close);

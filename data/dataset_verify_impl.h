@@ -8,6 +8,7 @@
 
 #include "dataset.h"
 #include "dataset_verify.h"
+#include "h5io.h"   /* ds_h5_reason: why the last HDF5 call failed */
 
 /* One utterance's range in /features or /labels; sorted by start. */
 typedef struct {
@@ -26,9 +27,6 @@ typedef struct {
 
 /* Seconds on a monotonic clock. */
 double ds_verify_now(void);
-/* The innermost message on HDF5's error stack (e.g. "data error detected by
- * Fletcher32 checksum") into buf [cap]; call right after the failed call. */
-const char *ds_verify_h5_reason(char *buf, size_t cap);
 /* Adds name (no leading '/') to the summary's datasets stored without a
  * Fletcher32 checksum, if ds is one. */
 void ds_verify_note_unchecked(ds_verify_summary *s, hid_t ds, const char *name);

@@ -97,6 +97,12 @@ void ds_sampler_destroy(ds_sampler *s)
 }
 
 long ds_sampler_batches(const ds_sampler *s) { return s->n_batches; }
+
+long ds_sampler_steps(const ds_sampler *s)
+{
+    const long rest = s->n % s->global;   /* the short batch's utterances, if any */
+    return s->n / s->global + (rest > (long)(s->ranks - 1) * s->batch);
+}
 int ds_sampler_batch(const ds_sampler *s) { return s->batch; }
 int ds_sampler_ranks(const ds_sampler *s) { return s->ranks; }
 
@@ -149,6 +155,15 @@ static long global_batch(const ds_sampler *cs, int epoch, long k)
         return -1;
     }
     return g;
+}
+
+int ds_sampler_whole(const ds_sampler *s, int epoch, long k)
+{
+    long g = global_batch(s, epoch, k);
+    if (g < 0)
+        return -1;
+    /* the last rank's share starts inside the data */
+    return g * s->global + (long)(s->ranks - 1) * s->batch < s->n;
 }
 
 int ds_sampler_take(const ds_sampler *s, int epoch, long k, int rank, long *out)

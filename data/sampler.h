@@ -27,6 +27,13 @@ ds_status ds_sampler_create(const long *utts, const int *frames, long n, int bat
                             uint64_t seed, ds_sampler **out);
 void ds_sampler_destroy(ds_sampler *s);
 long ds_sampler_batches(const ds_sampler *s);          /* global batches per epoch */
+/* The steps of an epoch: the global batches in which every rank has an
+ * utterance (the loader skips a short last batch that leaves a rank none). */
+long ds_sampler_steps(const ds_sampler *s);
+/* 1 when every rank has an utterance in the k-th global batch of epoch (the
+ * loader trains on it), 0 when it is the short one that leaves a rank none;
+ * -1 on a failure (recorded). */
+int ds_sampler_whole(const ds_sampler *s, int epoch, long k);
 int ds_sampler_batch(const ds_sampler *s);             /* B: utterances per rank */
 int ds_sampler_ranks(const ds_sampler *s);             /* R */
 /* The utterances (dataset indices) rank takes from the k-th global batch of

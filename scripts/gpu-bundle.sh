@@ -114,6 +114,8 @@ PACKAGES=(
   libmpg123-0 libmpg123-dev libmp3lame0
   # cJSON, pkg-config
   libcjson1 libcjson-dev pkgconf pkgconf-bin libpkgconf3
+  # libzip: dstrain export/import (PyTorch's zip files), and what it loads
+  libzip4 libzip-dev libbz2-1.0
   # The mini corpus (data/make-mini-librispeech.sh, for gpu-check.sh's
   # training on it): espeak-ng (English voices only are kept) and sox with its
   # FLAC plugin (the other plugins are removed), and what they load
@@ -543,7 +545,7 @@ EOF
     fail() { echo "  smoke test: $*" >&2; exit 1; }
     b=$DSTRAIN_BUNDLE
     [ "$(command -v mpicc)" = "$b/root/usr/bin/mpicc" ] || fail "mpicc is $(command -v mpicc)"
-    pkg-config --cflags --libs fftw3 sndfile hdf5 ompi-c openblas libcjson >"$WORK/pc.out" || fail "pkg-config failed"
+    pkg-config --cflags --libs fftw3 sndfile hdf5 ompi-c openblas libcjson libzip >"$WORK/pc.out" || fail "pkg-config failed"
     grep -q -- "-I$b/" "$WORK/pc.out" && ! grep -qE -- "-[IL]/usr/" "$WORK/pc.out" || fail "pkg-config: $(cat "$WORK/pc.out")"
     mpicc --showme | grep -q -- "-I$b/root/usr/lib/x86_64-linux-gnu/openmpi/include" || fail "mpicc --showme: $(mpicc --showme)"
     h5cc -show -shlib | grep -q -- "-I$b/root/usr/include/hdf5/serial" || fail "h5cc -show: $(h5cc -show -shlib)"

@@ -73,19 +73,57 @@ static int one_element(hid_t a)
     return ok;
 }
 
+typedef struct {
+    char *buf;
+    size_t cap;
+} reason_buf;
+
+/* Walked upwards, entry 0 is the innermost call: the most specific reason. */
+static herr_t innermost(unsigned n, const H5E_error2_t *e, void *p)
+{
+    reason_buf *r = p;
+    if (n == 0 && e->desc)
+        snprintf(r->buf, r->cap, "%s", e->desc);
+    return 0;
+}
+
+const char *ds_h5_reason(char *buf, size_t cap)
+{
+    reason_buf r = {buf, cap};
+    buf[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &r);
+    if (!buf[0])
+        snprintf(buf, cap, "HDF5 gave no reason");
+    return buf;
+}
+
+/* HDF5 locks every file it opens; NFS and Lustre without locks refuse, and
+ * the file looks damaged unless the reason says so. */
+static const char *lock_hint(const char *why)
+{
+    return strstr(why, "lock") ? "; on a file system without locks (NFS, Lustre) set "
+                                 "HDF5_USE_FILE_LOCKING=FALSE"
+                               : "";
+}
+
 ds_status ds_h5_create(const char *path, hid_t *out)
 {
     quiet();
     *out = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot create HDF5 file", path) : DS_OK;
+    char why[256];
+    return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot create HDF5 file (%s)%s", path,
+                              ds_h5_reason(why, sizeof why), lock_hint(why))
+                    : DS_OK;
 }
 
 ds_status ds_h5_open(const char *path, int writable, hid_t *out)
 {
     quiet();
     *out = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
-    return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot open as HDF5 (missing, truncated or not HDF5)",
-                              path)
+    char why[256];
+    return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot open as HDF5 (%s): missing, truncated, not "
+                              "HDF5, or locked%s", path, ds_h5_reason(why, sizeof why),
+                              lock_hint(why))
                     : DS_OK;
 }
 

@@ -13,6 +13,9 @@
 
 #define DS_H5_MAX_RANK 8
 
+/* The innermost message of HDF5's error stack (the most specific reason of
+ * the last failure) into buf [cap]; "HDF5 gave no reason" when empty. */
+const char *ds_h5_reason(char *buf, size_t cap);
 ds_status ds_h5_create(const char *path, hid_t *out);              /* truncates */
 ds_status ds_h5_open(const char *path, int writable, hid_t *out);
 ds_status ds_h5_close(hid_t file);

@@ -6,13 +6,28 @@
 #include <string.h>
 
 static int print_rank;
+static int bar_shown;   /* a progress bar, without newline, is on the console's line */
 
 void ds_set_print_rank(int rank) { print_rank = rank; }
+
+void ds_print_bar(const char *text)
+{
+    if (print_rank != 0)
+        return;
+    /* back to the line's start, the bar, then erase what a longer one left */
+    printf("\r%s\033[K", text);
+    fflush(stdout);
+    bar_shown = 1;
+}
 
 void ds_print(const char *fmt, ...)
 {
     if (print_rank != 0)
         return;
+    if (bar_shown) {   /* the line goes where the bar was; the next step draws it again */
+        fputs("\r\033[K", stdout);
+        bar_shown = 0;
+    }
     va_list ap;
     va_start(ap, fmt);
     vprintf(fmt, ap);

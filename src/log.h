@@ -44,5 +44,8 @@ void ds_log_close(ds_log *l);
 /* Console printing from rank 0 only (the rank is set by the MPI layer). */
 void ds_set_print_rank(int rank);
 void ds_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A one-line bar drawn over the last one (a terminal's carriage return);
+ * the next ds_print replaces it. */
+void ds_print_bar(const char *text);
 
 #endif

@@ -1,4 +1,5 @@
-# The layers (app -> dist -> data -> core) as the compiler enforces them:
+# The layers (app -> dist -> data -> core, and app -> pytorch -> core) as
+# the compiler enforces them:
 # each file under layers/ is compiled with exactly the include paths of one
 # layer, and must fail on the header of the layer above it, by name. The
 # control file proves the same set-up compiles a legal include.
@@ -18,6 +19,9 @@ layer_include_test(core app train.h)
 layer_include_test(data dist world.h)
 layer_include_test(data app cli.h)
 layer_include_test(dist app train.h)
+layer_include_test(core pytorch pt_file.h)
+layer_include_test(pytorch app cli.h)
+layer_include_test(pytorch data dataset.h)
 
 add_library(layer_core_includes_core OBJECT EXCLUDE_FROM_ALL layers/core_includes_core.c)
 target_link_libraries(layer_core_includes_core PRIVATE dstrain_core)

@@ -37,6 +37,7 @@
 #   DSTRAIN_OVERSUBSCRIBE  1 (default): more ranks than cores allowed
 #                      (OMPI_MCA_rmaps_base_oversubscribe=1); 0: Open MPI's default
 #   OPENBLAS_NUM_THREADS  BLAS threads per rank (default: cores / ranks on this machine, at least 1)
+#   OMP_NUM_THREADS    the CPU backend's threads per rank (default: OPENBLAS_NUM_THREADS)
 # Open MPI may run as root (OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1).
 set -euo pipefail
 die() { echo "jobs/mpiexec/train.sh: $*" >&2; exit 1; }
@@ -85,13 +86,16 @@ if [ -z "${OPENBLAS_NUM_THREADS:-}" ]; then
   per=$(($(nproc) / ntasks))
   export OPENBLAS_NUM_THREADS=$((per > 0 ? per : 1))
 fi
+# the CPU backend's OpenMP loops share the cores the same way (libgomp
+# would start a thread per core in every rank)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$OPENBLAS_NUM_THREADS}
 
 mpiexec=${MPIEXEC:-mpiexec}
 launch=("$mpiexec" -np "$ntasks" --bind-to "${DSTRAIN_BIND:-none}")
 [ -n "${HOSTFILE:-}" ] && launch+=(--hostfile "$HOSTFILE")
 [ -n "$gpn" ] && launch+=(--map-by "ppr:$gpn:node")
 # Open MPI passes only what -x names to ranks on other hosts
-grep -q "Open MPI" <<<"$("$mpiexec" --version 2>&1 || true)" && launch+=(-x OPENBLAS_NUM_THREADS)
+grep -q "Open MPI" <<<"$("$mpiexec" --version 2>&1 || true)" && launch+=(-x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS)
 read -r -a extra <<<"${MPI_ARGS:-}"
 launch+=("${extra[@]}")
 

@@ -4,6 +4,7 @@
 #define DS_CLI_H
 
 #include "checkpoint.h"
+#include "cli_flags.h"
 #include "config.h"
 #include "model.h"
 
@@ -14,6 +15,12 @@ int ds_cli_eval(int argc, char **argv);
 int ds_cli_transcribe(int argc, char **argv);
 int ds_cli_prep(int argc, char **argv);
 int ds_cli_bench(int argc, char **argv);
+/* export --pytorch CKPT OUT.pt, import --pytorch IN.pt OUT.h5 (cli_pytorch.c):
+ * deepspeech.pytorch state_dicts; their tables are ds_cli_export_cmd and
+ * ds_cli_import_cmd. */
+int ds_cli_export(int argc, char **argv);
+int ds_cli_import(int argc, char **argv);
+extern const ds_flag_cmd ds_cli_export_cmd, ds_cli_import_cmd;
 
 /* --model NAME or --config FILE into cfg; prints the error and returns 1 on
  * failure. */
@@ -37,5 +44,19 @@ int ds_cli_fail(const char *cmd, ds_status st);
 ds_status ds_cli_checkpoint_model(const char *ckpt, const ds_model_limits *lim, ds_ctx **ctx,
                                   ds_model **m, ds_ckpt_info *info);
 void ds_cli_free_model(ds_ctx *ctx, ds_model *m);
+
+/* The option table of each subcommand (cli_flags.h), and all of them in
+ * dstrain --help's order, NULL-terminated (cli_common.c): a new subcommand
+ * is listed there to be in the help, the README's reference and its tests. */
+extern const ds_flag_cmd ds_cli_prep_cmd, ds_cli_train_cmd, ds_cli_eval_cmd,
+    ds_cli_transcribe_cmd, ds_cli_info_cmd, ds_cli_bench_cmd, ds_cli_help_cmd;
+extern const ds_flag_cmd *const ds_cli_commands[];
+/* dstrain --help: the commands. */
+void ds_cli_usage(FILE *f);
+/* dstrain help [--markdown] [COMMAND]: the commands, or a command's --help;
+ * --markdown: the configuration reference in the README. */
+int ds_cli_help(int argc, char **argv);
+/* An unknown command named, the nearest suggested, a hint; returns 2. */
+int ds_cli_unknown_command(const char *cmd);
 
 #endif

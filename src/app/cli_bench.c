@@ -7,7 +7,6 @@
  * runs the configurations in turn, in-process. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "bench_report.h"
 #include "cli.h"
+#include "cli_flags.h"
 #include "fileutil.h"
 #include "world.h"
 
@@ -37,72 +37,76 @@ typedef struct {
     char **argv;
 } bench_args;
 
-static void bench_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: dstrain bench --model PRESET [--synthetic | --data H5] [options]\n"
-        "\n"
-        "Times training steps per configuration (each batch x precision x mode): samples/s\n"
-        "(median, mean and 95%% interval), step time, audio seconds per second, the model's\n"
-        "FLOP/s and its share of the device's peak, peak memory; with --profile, where the\n"
-        "time goes. Under mpiexec/srun every rank runs; the batch is per rank.\n"
-        "\n"
-        "what:\n"
-        "  --model PRESET        tiny, small, ds2, ds2-medium, ds2-large (default tiny)\n"
-        "  --config FILE         model config JSON instead of a preset\n"
-        "  --synthetic           generated speech-shaped batches (the default)\n"
-        "  --max-frames T        longest synthetic utterance, 10 ms frames (default 400;\n"
-        "                        1700 with --length-dist librispeech)\n"
-        "  --length-dist D       read | librispeech: how synthetic lengths spread (default read:\n"
-        "                        most near 3/4 of --max-frames; librispeech: most 12-17 s)\n"
-        "  --data H5             batches from a feature file (dstrain prep) instead\n"
-        "  --device cpu|cuda     (default cpu)\n"
-        "  --batch LIST|max      utterances per step and rank, e.g. 1,2,4,8 (default 8); max: the\n"
-        "                        powers of two up to the largest batch that fits, and that one\n"
-        "  --max-batch N         the largest batch --batch max tries (default 1024)\n"
-        "  --precision LIST      fp32,fp16,bf16,fp64 (default fp32)\n"
-        "  --mode LIST           train (forward, loss, backward, update) and/or forward\n"
-        "                        (forward and loss, BatchNorm in training mode) (default train)\n"
-        "  --tf32                fp32 products may use TF32 tensor cores (cuda)\n"
-        "  --deterministic       only algorithms that give the same bits run to run\n"
-        "  --mem-limit MIB       fail allocations past MIB of backend memory, as a smaller\n"
-        "                        device would (to try --batch max)\n"
-        "  --seed S              seed of the weights and the synthetic data (default 1)\n"
-        "timing:\n"
-        "  --warmup N            untimed steps first (default 10; at least 1: it starts the clock)\n"
-        "  --steps N             timed steps (default 50)\n"
-        "  --profile P           none | layers: each layer's forward and backward time (CUDA\n"
-        "                        events on the GPU, the clock on the CPU) | kernels (cuda): also\n"
-        "                        the top kernels (CUPTI) by layer\n"
-        "  --trace FILE          with --profile: a Chrome/Perfetto trace of the timed steps\n"
-        "ranks:\n"
-        "  --allreduce mpi|nccl  gradient reduction (default mpi)\n"
-        "  --bucket-mb M         gradient bucket size in MiB (default 25)\n"
-        "  --timeout S           end the job when a rank waits on others for S seconds\n"
-        "                        (default 300; 0: wait for ever, no watchdog)\n"
-        "output:\n"
-        "  --out FILE.json       results: one object per configuration, and the environment\n"
-        "  --csv FILE.csv        the same results, one row each\n"
-        "  --help                this text\n");
-}
-
 enum {
     O_MODEL = 256, O_CONFIG, O_SYNTH, O_MAX_FRAMES, O_DIST, O_DATA, O_DEVICE, O_BATCH, O_MAX_BATCH,
     O_PRECISION, O_MODE, O_TF32, O_DETERMINISTIC, O_MEM_LIMIT, O_SEED, O_WARMUP, O_STEPS,
-    O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT, O_HELP
+    O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT
 };
 
-static const struct option bench_options[] = {
-    {"model", 1, 0, O_MODEL}, {"config", 1, 0, O_CONFIG}, {"synthetic", 0, 0, O_SYNTH},
-    {"max-frames", 1, 0, O_MAX_FRAMES}, {"length-dist", 1, 0, O_DIST}, {"data", 1, 0, O_DATA},
-    {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"max-batch", 1, 0, O_MAX_BATCH},
-    {"precision", 1, 0, O_PRECISION}, {"mode", 1, 0, O_MODE}, {"tf32", 0, 0, O_TF32},
-    {"deterministic", 0, 0, O_DETERMINISTIC}, {"mem-limit", 1, 0, O_MEM_LIMIT},
-    {"seed", 1, 0, O_SEED}, {"warmup", 1, 0, O_WARMUP}, {"steps", 1, 0, O_STEPS},
-    {"profile", 1, 0, O_PROFILE}, {"trace", 1, 0, O_TRACE}, {"allreduce", 1, 0, O_ALLREDUCE},
-    {"bucket-mb", 1, 0, O_BUCKET}, {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
-    {"csv", 1, 0, O_CSV}, {"child-out", 1, 0, O_CHILD_OUT}, {"help", 0, 0, O_HELP},
-    {0, 0, 0, 0}};
+/* The options of dstrain bench: its --help and its part of the README
+ * (cli_flags.h). */
+static const ds_flag bench_flags[] = {
+    DS_FLAG_SECTION("what"),
+    DS_FLAG_ARG(O_MODEL, "model", "PRESET", "tiny",
+                "model preset: a name from `configs/`, as tiny or ds2 (`dstrain info` lists them)"),
+    DS_FLAG_ARG(O_CONFIG, "config", "FILE", NULL, "model config JSON instead of a preset"),
+    DS_FLAG_SWITCH(O_SYNTH, "synthetic", "generated speech-shaped batches (the default)"),
+    DS_FLAG_ARG(O_MAX_FRAMES, "max-frames", "T", "400; 1700 with `--length-dist librispeech`",
+                "longest synthetic utterance, 10 ms frames"),
+    DS_FLAG_ARG(O_DIST, "length-dist", "D", "read",
+                "read | librispeech: how synthetic lengths spread (read: most near 3/4 of "
+                "--max-frames; librispeech: mostly 12 to 17 seconds)"),
+    DS_FLAG_ARG(O_DATA, "data", "H5", NULL,
+                "batches from a feature file (`dstrain prep`) instead"),
+    DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
+    DS_FLAG_ARG(O_BATCH, "batch", "LIST|max", "8",
+                "utterances per step and rank, e.g. `1,2,4,8`; max: the powers of two up to the "
+                "largest batch that fits, and that one"),
+    DS_FLAG_ARG(O_MAX_BATCH, "max-batch", "N", "1024", "the largest batch `--batch max` tries"),
+    DS_FLAG_ARG(O_PRECISION, "precision", "LIST", "fp32", "comma-separated, of fp32, fp16, bf16 and fp64 (as `fp32,fp16`)"),
+    DS_FLAG_ARG(O_MODE, "mode", "LIST", "train",
+                "train (forward, loss, backward, update) and/or forward (forward and loss, "
+                "BatchNorm in training mode)"),
+    DS_FLAG_SWITCH(O_TF32, "tf32", "fp32 products may use TF32 tensor cores (cuda)"),
+    DS_FLAG_SWITCH(O_DETERMINISTIC, "deterministic",
+                   "only algorithms that give the same bits run to run"),
+    DS_FLAG_ARG(O_MEM_LIMIT, "mem-limit", "MIB", NULL,
+                "fail allocations past MIB of backend memory, as a smaller device would (to try "
+                "`--batch max`)"),
+    DS_FLAG_ARG(O_SEED, "seed", "S", "1", "seed of the weights and the synthetic data"),
+    DS_FLAG_SECTION("timing"),
+    DS_FLAG_ARG(O_WARMUP, "warmup", "N", "10",
+                "untimed steps first (at least 1: it starts the clock)"),
+    DS_FLAG_ARG(O_STEPS, "steps", "N", "50", "timed steps"),
+    DS_FLAG_ARG(O_PROFILE, "profile", "P", "none",
+                "none | layers: each layer's forward and backward time (CUDA events on the GPU, "
+                "the clock on the CPU) | kernels (cuda): also the top kernels (CUPTI) by layer"),
+    DS_FLAG_ARG(O_TRACE, "trace", "FILE", NULL,
+                "with --profile: a Chrome/Perfetto trace of the timed steps"),
+    DS_FLAG_SECTION("ranks"),
+    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "mpi", "gradient reduction"),
+    DS_FLAG_ARG(O_BUCKET, "bucket-mb", "M", "25", "gradient bucket size in MiB"),
+    DS_FLAG_ARG(O_TIMEOUT, "timeout", "S", "300",
+                "end the job when a rank waits on others for S seconds; 0: wait for ever, no "
+                "watchdog"),
+    DS_FLAG_SECTION("output"),
+    DS_FLAG_ARG(O_OUT, "out", "FILE.json", NULL,
+                "results: one object per configuration, and the environment"),
+    DS_FLAG_ARG(O_CSV, "csv", "FILE.csv", NULL, "the same results, one row each"),
+    /* a sweep's fresh process writes its result here for its parent */
+    {.name = "child-out", .has_arg = 1, .metavar = "FILE", .id = O_CHILD_OUT, .hidden = 1,
+     .help = "(internal) where a configuration run in a fresh process writes its result"},
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_bench_cmd = {
+    .name = "bench",
+    .summary = "time training steps: batch sizes, precisions, layers, kernels",
+    .usage = "dstrain bench --model PRESET [--synthetic | --data H5] [options]",
+    .about = "Times training steps per configuration (each batch x precision x mode): samples/s "
+             "(median, mean and 95% interval), step time, audio seconds per second, the model's "
+             "FLOP/s and its share of the device's peak, peak memory; with --profile, where the "
+             "time goes. Under mpiexec/srun every rank runs; the batch is per rank.",
+    .flags = bench_flags};
 
 /* "a,b,c" split in place into at most max items; returns how many, -1 when
  * there are more. */
@@ -176,8 +180,10 @@ static int parse_bench(int argc, char **argv, bench_args *a)
                                 .max_frames = 400, .seed = 1, .optim = ds_optim_defaults(),
                                 .bucket_mb = 25}};
     b->run.optim.max_grad_norm = 400;
-    optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "", bench_options, NULL)) != -1) {
+    ds_flags fl;
+    if ((c = ds_flags_begin(&fl, &ds_cli_bench_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c == 0 ? -1 : c;   /* -1: --help, done */
+    while (!bad && (c = ds_flags_next(&fl)) != -1) {
         switch (c) {
         case O_MODEL: preset = optarg; break;
         case O_CONFIG: config = optarg; break;
@@ -223,8 +229,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_OUT: a->out = optarg; break;
         case O_CSV: a->csv = optarg; break;
         case O_CHILD_OUT: a->child_out = optarg; break;
-        case O_HELP: bench_usage(stdout); exit(0);
-        default: bench_usage(stderr); return 2;
+        default: return ds_flags_unhandled(&fl, c);
         }
     }
     if (bad)
@@ -507,7 +512,7 @@ int ds_cli_bench(int argc, char **argv)
     bench_args a;
     int rc = parse_bench(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     ds_world world;
     const int mpi = launched();
     if (mpi) {

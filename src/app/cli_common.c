@@ -1,4 +1,5 @@
-/* cli_common.c - helpers shared by the subcommands, and --version. */
+/* cli_common.c - helpers shared by the subcommands, --version, and the list
+ * of commands with dstrain --help, dstrain help and its Markdown reference. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <hdf5.h>
@@ -128,4 +129,135 @@ int ds_cli_version(void)
     ds_reduce_describe(nccl, sizeof nccl);
     printf("%s\n", nccl);
     return 0;
+}
+
+/* ---- the commands, dstrain --help and dstrain help ---- */
+
+enum { O_MARKDOWN = 256 };
+
+static const ds_flag help_flags[] = {
+    DS_FLAG_OPERAND("COMMAND", "that command's options, as `dstrain COMMAND --help` prints them"),
+    DS_FLAG_SWITCH(O_MARKDOWN, "markdown",
+                   "the configuration reference as Markdown: every command (or COMMAND) with its "
+                   "options, as in the README (`scripts/update-readme-reference.sh` puts it there)"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_help_cmd = {
+    .name = "help",
+    .summary = "this list, or COMMAND's options; --markdown: the reference",
+    .usage = "dstrain help [COMMAND]\ndstrain help --markdown [COMMAND]",
+    .flags = help_flags};
+
+const ds_flag_cmd *const ds_cli_commands[] = {
+    &ds_cli_prep_cmd, &ds_cli_train_cmd, &ds_cli_eval_cmd, &ds_cli_transcribe_cmd,
+    &ds_cli_info_cmd, &ds_cli_bench_cmd, &ds_cli_export_cmd, &ds_cli_import_cmd,
+    &ds_cli_help_cmd, NULL};
+
+static const char *const version_summary = "version, backends and library versions compiled in";
+
+/* How every command reads its options (cli_flags.c); in dstrain --help and
+ * the reference. */
+static const char *const conventions =
+    "Options are matched whole, as `--batch 8` or `--batch=8`: an abbreviation such as "
+    "--bat is refused, naming the options it could mean, and an unknown option or command "
+    "gets the nearest one suggested. Usage errors exit with status 2; every numeric option "
+    "refuses NaN, Inf and values outside its range, naming the option.";
+
+void ds_cli_usage(FILE *f)
+{
+    fprintf(f, "dstrain - data-parallel DeepSpeech2 training\n"
+               "\n"
+               "usage: dstrain COMMAND [options]     (dstrain COMMAND --help for its options)\n"
+               "\n"
+               "commands:\n");
+    for (int i = 0; ds_cli_commands[i]; i++) {
+        fprintf(f, "  %-11s ", ds_cli_commands[i]->name);
+        ds_flags_text(f, ds_cli_commands[i]->summary, 14, 14);
+        fputc('\n', f);
+    }
+    fprintf(f, "\n"
+               "  --version   %s\n"
+               "  --help      this text\n"
+               "\n", version_summary);
+    ds_flags_text(f, conventions, 0, 0);
+    fputc('\n', f);
+}
+
+static const ds_flag_cmd *find_command(const char *name)
+{
+    for (int i = 0; ds_cli_commands[i]; i++)
+        if (!strcmp(ds_cli_commands[i]->name, name))
+            return ds_cli_commands[i];
+    return NULL;
+}
+
+/* The README's configuration reference (between its "dstrain options"
+ * markers). */
+static void markdown_all(FILE *f)
+{
+    fputs("Every command takes `--help` (`-h`). ", f);
+    ds_flags_md_text(f, conventions);
+    fputs("\n\n| command | what it does |\n|---|---|\n", f);
+    for (int i = 0; ds_cli_commands[i]; i++) {
+        fprintf(f, "| `dstrain %s` | ", ds_cli_commands[i]->name);
+        ds_flags_md_text(f, ds_cli_commands[i]->summary);
+        fputs(" |\n", f);
+    }
+    fprintf(f, "| `dstrain --version` | %s |\n", version_summary);
+    for (int i = 0; ds_cli_commands[i]; i++) {
+        fputc('\n', f);
+        ds_flags_markdown(f, ds_cli_commands[i]);
+    }
+}
+
+int ds_cli_help(int argc, char **argv)
+{
+    ds_flags fl;
+    int c, markdown = 0;
+    if ((c = ds_flags_begin(&fl, &ds_cli_help_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c;
+    while ((c = ds_flags_next(&fl)) != -1) {
+        if (c != O_MARKDOWN)
+            return ds_flags_unhandled(&fl, c);
+        markdown = 1;
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "dstrain help: one command at a time\n");
+        return 2;
+    }
+    const ds_flag_cmd *cmd = NULL;
+    if (argc - optind == 1 && !(cmd = find_command(argv[optind])))
+        return ds_cli_unknown_command(argv[optind]);
+    if (markdown && cmd)
+        ds_flags_markdown(stdout, cmd);
+    else if (markdown)
+        markdown_all(stdout);
+    else if (cmd)
+        ds_flags_help(stdout, cmd);
+    else
+        ds_cli_usage(stdout);
+    return 0;
+}
+
+int ds_cli_unknown_command(const char *cmd)
+{
+    const char *names[64], *shown[64];
+    int n = 0, pick[3];
+    const char *typed = cmd + strspn(cmd, "-");
+    const int dashes = typed != cmd;
+    for (int i = 0; ds_cli_commands[i] && n < 62; i++)
+        names[n++] = ds_cli_commands[i]->name;
+    names[n++] = "version";
+    for (int i = 0; i < n; i++)   /* --help and --version keep their dashes */
+        shown[i] = dashes && !strcmp(names[i], "help") ? "--help"
+                   : dashes && !strcmp(names[i], "version") ? "--version" : names[i];
+    const int k = ds_flags_suggest(typed, strlen(typed), names, n, pick, 3);
+    fprintf(stderr, "dstrain: unknown command \"%s\"", cmd);
+    if (k > 0) {
+        fprintf(stderr, "; did you mean ");
+        ds_flags_print_choices(stderr, "", shown, pick, k);
+        fputc('?', stderr);
+    }
+    fprintf(stderr, "\n(dstrain --help lists the commands)\n");
+    return 2;
 }

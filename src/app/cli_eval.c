@@ -1,6 +1,5 @@
 /* cli_eval.c - `dstrain eval` (WER and CER of a checkpoint on a feature
  * file) and `dstrain transcribe` (text of audio files). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "audio.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "cli_flags.h"
 #include "decode.h"
 #include "evaluate.h"
 #include "audio_features.h"
@@ -48,37 +48,49 @@ out:
     return st;
 }
 
-static void eval_usage(FILE *f)
-{
-    fprintf(f, "usage: dstrain eval --checkpoint C.h5 --data FEATURES.h5 [--batch B]\n"
-               "  greedy-decoded WER and CER of the checkpoint's model on the feature file\n"
-               "  --batch B   utterances per forward pass (default 16)\n"
-               "  --help      this text\n");
-}
+enum { O_CHECKPOINT = 256, O_DATA, O_BATCH };
+
+static const ds_flag eval_flags[] = {
+    DS_FLAG_ARG(O_CHECKPOINT, "checkpoint", "C.h5", NULL, "the checkpoint (`dstrain train`)"),
+    DS_FLAG_ARG(O_DATA, "data", "FEATURES.h5", NULL,
+                "the feature file to score it on (`dstrain prep`), normalised as in training"),
+    DS_FLAG_ARG(O_BATCH, "batch", "B", "16", "utterances per forward pass"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_eval_cmd = {
+    .name = "eval",
+    .summary = "WER and CER of a checkpoint on a feature file",
+    .usage = "dstrain eval --checkpoint C.h5 --data FEATURES.h5 [--batch B]",
+    .about = "Greedy-decoded WER and CER, and the CTC loss, of the checkpoint's model on the "
+             "feature file; utterances too short for the model are counted, not scored.",
+    .flags = eval_flags};
 
 int ds_cli_eval(int argc, char **argv)
 {
-    static const struct option lo[] = {{"checkpoint", 1, 0, 'c'}, {"data", 1, 0, 'd'},
-                                       {"batch", 1, 0, 'b'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *ckpt = NULL, *data = NULL;
     int batch = 16, c;
     double v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    ds_flags fl;
+    if ((c = ds_flags_begin(&fl, &ds_cli_eval_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c;
+    while ((c = ds_flags_next(&fl)) != -1) {
         switch (c) {
-        case 'c': ckpt = optarg; break;
-        case 'd': data = optarg; break;
-        case 'b':
+        case O_CHECKPOINT: ckpt = optarg; break;
+        case O_DATA: data = optarg; break;
+        case O_BATCH:
             if (ds_cli_num("eval", "batch", optarg, 1, 1e6, &v))
                 return 2;
             batch = (int)v;
             break;
-        case 'h': eval_usage(stdout); return 0;
-        default: eval_usage(stderr); return 2;
+        default: return ds_flags_unhandled(&fl, c);
         }
     }
-    if (!ckpt || !data || batch < 1 || optind < argc) {
-        eval_usage(stderr);
+    if (optind < argc) {
+        fprintf(stderr, "dstrain eval: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    if (!ckpt || !data) {
+        fprintf(stderr, "dstrain eval: need --checkpoint C.h5 and --data FEATURES.h5\n");
         return 2;
     }
     ds_status st = run_eval(ckpt, data, batch);
@@ -158,22 +170,33 @@ out:
     return st;
 }
 
+enum { O_CKPT = 256 };
+
+static const ds_flag transcribe_flags[] = {
+    DS_FLAG_OPERAND("AUDIO...", "audio files libsndfile reads (WAV, FLAC, ...) at the "
+                                "checkpoint's sample rate (16 kHz)"),
+    DS_FLAG_ARG(O_CKPT, "checkpoint", "C.h5", NULL, "the checkpoint (`dstrain train`)"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_transcribe_cmd = {
+    .name = "transcribe",
+    .summary = "text of audio files from a checkpoint",
+    .usage = "dstrain transcribe --checkpoint C.h5 AUDIO...",
+    .about = "Prints `AUDIO<TAB>TEXT` for each file (greedy CTC decoding); a file that fails is "
+             "named and the others go on (exit 1).",
+    .flags = transcribe_flags};
+
 int ds_cli_transcribe(int argc, char **argv)
 {
-    static const struct option lo[] = {{"checkpoint", 1, 0, 'c'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *ckpt = NULL;
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        if (c == 'c')
-            ckpt = optarg;
-        else {
-            FILE *f = c == 'h' ? stdout : stderr;
-            fprintf(f, "usage: dstrain transcribe --checkpoint C.h5 AUDIO...\n"
-                       "  prints \"AUDIO<TAB>TEXT\" for each file (greedy CTC decoding)\n"
-                       "  --help   this text\n");
-            return c == 'h' ? 0 : 2;
-        }
+    ds_flags fl;
+    if ((c = ds_flags_begin(&fl, &ds_cli_transcribe_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c;
+    while ((c = ds_flags_next(&fl)) != -1) {
+        if (c != O_CKPT)
+            return ds_flags_unhandled(&fl, c);
+        ckpt = optarg;
     }
     if (!ckpt || optind >= argc) {
         fprintf(stderr, "dstrain transcribe: need --checkpoint C.h5 and at least one audio file\n");

@@ -1,26 +1,31 @@
 /* cli_info.c - `dstrain info`: model presets and configs, feature files
  * (described, then verified end to end) and checkpoints. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "cli_flags.h"
 #include "dataset.h"
 #include "dataset_verify.h"
 #include "model.h"
 
-static void info_usage(FILE *f)
-{
-    fprintf(f, "usage: dstrain info [PRESET | CONFIG.json | FEATURES.h5 | CHECKPOINT.h5]\n"
-               "  with no argument: every preset and its parameter count\n"
-               "  with a preset name or a config file: its layers and parameter count\n"
-               "  with a feature file: utterances, hours, features, labels, length histogram;\n"
-               "    then the whole file verified as by `dstrain prep --verify`\n"
-               "  with a checkpoint: its model, step, epoch, features and resume state;\n"
-               "    then every tensor read back and checked (checksums, finite values)\n"
-               "  --help   this text\n");
-}
+static const ds_flag info_flags[] = {
+    DS_FLAG_OPERAND("(none)", "every preset and its parameter count"),
+    DS_FLAG_OPERAND("PRESET | CONFIG.json", "its layers and parameter count"),
+    DS_FLAG_OPERAND("FEATURES.h5",
+                    "utterances, hours, features, labels, length histogram; then the whole file "
+                    "verified as by `dstrain prep --verify`"),
+    DS_FLAG_OPERAND("CHECKPOINT.h5",
+                    "its model, step, epoch, features and resume state; then every tensor read "
+                    "back and checked (checksums, finite values)"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_info_cmd = {
+    .name = "info",
+    .summary = "presets, a model config, a feature file or a checkpoint",
+    .usage = "dstrain info [PRESET | CONFIG.json | FEATURES.h5 | CHECKPOINT.h5]",
+    .flags = info_flags};
 
 static void describe(const ds_model_cfg *c)
 {
@@ -106,17 +111,20 @@ static int info_h5(const char *path)
 
 int ds_cli_info(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        info_usage(stdout);
-        return 0;
-    }
-    if (argc > 2) {
-        info_usage(stderr);
+    ds_flags fl;
+    int rc = ds_flags_begin(&fl, &ds_cli_info_cmd, argc, argv);
+    if (rc != DS_FLAGS_GO)
+        return rc;
+    if ((rc = ds_flags_next(&fl)) != -1)   /* the table has no options */
+        return ds_flags_unhandled(&fl, rc);
+    if (argc - optind > 1) {
+        fprintf(stderr, "dstrain info: one preset, config, feature file or checkpoint at a time "
+                        "(dstrain info --help)\n");
         return 2;
     }
     ds_model_cfg c;
-    if (argc == 2) {
-        const char *a = argv[1];
+    if (argc - optind == 1) {
+        const char *a = argv[optind];
         if (strstr(a, ".h5") || strstr(a, ".hdf5"))
             return info_h5(a);
         int is_file = strchr(a, '/') || strstr(a, ".json");

@@ -1,7 +1,6 @@
 /* cli_prep.c - `dstrain prep`: a corpus to one HDF5 feature file. Under
  * mpiexec every rank scans the corpus (the same sorted list), takes a
  * contiguous share, writes OUT.part-R; rank 0 merges the parts in order. */
-#include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,37 +8,45 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_flags.h"
 #include "dataset_verify.h"
 #include "fileutil.h"
 #include "prep.h"
 
-static void prep_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: dstrain prep librispeech ROOT --out FILE.h5 [options]\n"
-        "       dstrain prep manifest FILE.csv --out FILE.h5 [options]\n"
-        "       mpiexec -np N dstrain prep ...    (ranks share the work; one file results)\n"
-        "       dstrain prep --verify FILE.h5     (checks a feature file end to end)\n"
-        "\n"
-        "  librispeech ROOT     a LibriSpeech split: SPEAKER/CHAPTER/*.flac + *.trans.txt below ROOT\n"
-        "  manifest FILE.csv    lines audio_path,transcript (paths relative to the CSV)\n"
-        "  --out FILE.h5        the feature file to write\n"
-        "  --features F         log-spectrogram (default, 161 bins) | log-mel | mfcc\n"
-        "  --n-mels N           mel bands for log-mel (default 80)\n"
-        "  --n-mfcc N           MFCC coefficients (default 26)\n"
-        "  --dtype T            float16 (default) | float32 on disk\n"
-        "  --on-unknown P       characters outside the alphabet: drop-char (default) |\n"
-        "                       skip-utterance | error\n"
-        "  --threads N          worker threads per rank (default: the cores, shared among ranks)\n"
-        "  --quiet              no progress output\n"
-        "  --verify FILE.h5     prepare nothing: read every dataset of FILE.h5 in full\n"
-        "                       (checksums), check every value and the index; exit 0 when\n"
-        "                       valid, 1 naming the first problem\n"
-        "  --help               this text\n"
-        "\n"
-        "Audio must be at 16 kHz (convert with sox); unreadable audio, empty transcripts and\n"
-        "non-finite features are skipped and counted.\n");
-}
+enum { O_OUT = 256, O_FEATURES, O_N_MELS, O_N_MFCC, O_DTYPE, O_ON_UNKNOWN, O_THREADS, O_QUIET,
+       O_VERIFY };
+
+static const ds_flag prep_flags[] = {
+    DS_FLAG_OPERAND("librispeech ROOT",
+                    "a LibriSpeech split: `SPEAKER/CHAPTER/*.flac` and `*.trans.txt` below ROOT"),
+    DS_FLAG_OPERAND("manifest FILE.csv", "lines `audio_path,transcript` (paths relative to the CSV)"),
+    DS_FLAG_ARG(O_OUT, "out", "FILE.h5", NULL,
+                "the feature file to write (staged beside it, replacing it only once complete)"),
+    DS_FLAG_ARG(O_FEATURES, "features", "F", "log-spectrogram, 161 bins",
+                "log-spectrogram | log-mel | mfcc"),
+    DS_FLAG_ARG(O_N_MELS, "n-mels", "N", "80", "mel bands for log-mel"),
+    DS_FLAG_ARG(O_N_MFCC, "n-mfcc", "N", "26", "MFCC coefficients"),
+    DS_FLAG_ARG(O_DTYPE, "dtype", "T", "float16", "float16 | float32 on disk"),
+    DS_FLAG_ARG(O_ON_UNKNOWN, "on-unknown", "P", "drop-char",
+                "characters outside the alphabet: drop-char | skip-utterance | error"),
+    DS_FLAG_ARG(O_THREADS, "threads", "N", "the host's cores over its ranks",
+                "worker threads per rank"),
+    DS_FLAG_SWITCH(O_QUIET, "quiet", "no progress output"),
+    DS_FLAG_ARG(O_VERIFY, "verify", "FILE.h5", NULL,
+                "prepare nothing: read every dataset of FILE.h5 in full (checksums), check every "
+                "value and the index; exit 0 when valid, 1 naming the first problem"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_prep_cmd = {
+    .name = "prep",
+    .summary = "LibriSpeech or a CSV manifest -> HDF5 feature file",
+    .usage = "dstrain prep librispeech ROOT --out FILE.h5 [options]\n"
+             "dstrain prep manifest FILE.csv --out FILE.h5 [options]\n"
+             "mpiexec -np N dstrain prep ...    (ranks share the work; one file results)\n"
+             "dstrain prep --verify FILE.h5     (checks a feature file end to end)",
+    .flags = prep_flags,
+    .notes = "Audio must be at 16 kHz (convert with sox); unreadable audio, empty transcripts and "
+             "non-finite features are skipped and counted."};
 
 typedef struct {
     const char *kind, *source, *out;
@@ -49,47 +56,44 @@ typedef struct {
 
 static int parse_prep(int argc, char **argv, prep_args *a)
 {
-    static const struct option lo[] = {
-        {"out", 1, 0, 'o'}, {"features", 1, 0, 'f'}, {"n-mels", 1, 0, 'm'}, {"n-mfcc", 1, 0, 'c'},
-        {"dtype", 1, 0, 'd'}, {"on-unknown", 1, 0, 'u'}, {"threads", 1, 0, 't'},
-        {"quiet", 0, 0, 'q'}, {"verify", 1, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->o.feat = ds_feature_defaults();
     a->o.dtype = DS_F16;
     a->o.progress = isatty(2) ? 1 : 0;
     int c;
     double v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    ds_flags fl;
+    if ((c = ds_flags_begin(&fl, &ds_cli_prep_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c == 0 ? 1 : c;   /* --help: done */
+    while ((c = ds_flags_next(&fl)) != -1) {
         ds_status st = DS_OK;
         switch (c) {
-        case 'o': a->out = optarg; break;
-        case 'f': st = ds_feature_type_parse(optarg, &a->o.feat.type); break;
-        case 'm':
+        case O_OUT: a->out = optarg; break;
+        case O_FEATURES: st = ds_feature_type_parse(optarg, &a->o.feat.type); break;
+        case O_N_MELS:
             if (ds_cli_num("prep", "n-mels", optarg, 1, 512, &v))
                 return 2;
             a->o.feat.n_mels = (int)v;
             break;
-        case 'c':
+        case O_N_MFCC:
             if (ds_cli_num("prep", "n-mfcc", optarg, 1, 512, &v))
                 return 2;
             a->o.feat.n_mfcc = (int)v;
             break;
-        case 'd':
+        case O_DTYPE:
             if (!strcmp(optarg, "float16")) a->o.dtype = DS_F16;
             else if (!strcmp(optarg, "float32")) a->o.dtype = DS_F32;
             else st = DS_FAIL(DS_ERR_ARG, "--dtype %s: expected float16 or float32", optarg);
             break;
-        case 'u': st = ds_unknown_policy_parse(optarg, &a->o.on_unknown); break;
-        case 't':
+        case O_ON_UNKNOWN: st = ds_unknown_policy_parse(optarg, &a->o.on_unknown); break;
+        case O_THREADS:
             if (ds_cli_num("prep", "threads", optarg, 1, 4096, &v))
                 return 2;
             a->o.threads = (int)v;
             break;
-        case 'q': a->o.progress = -1; break;
-        case 'v': a->verify = optarg; break;
-        case 'h': prep_usage(stdout); return 1;
-        default: prep_usage(stderr); return 2;
+        case O_QUIET: a->o.progress = -1; break;
+        case O_VERIFY: a->verify = optarg; break;
+        default: return ds_flags_unhandled(&fl, c);
         }
         if (st != DS_OK) {
             fprintf(stderr, "dstrain prep: %s\n", ds_last_error());
@@ -102,8 +106,13 @@ static int parse_prep(int argc, char **argv, prep_args *a)
     }
     if (a->verify)
         return 0;
+    if (argc == 1) {   /* dstrain prep alone */
+        ds_flags_help(stderr, &ds_cli_prep_cmd);
+        return 2;
+    }
     if (argc - optind != 2 || !a->out) {
-        prep_usage(stderr);
+        fprintf(stderr, "dstrain prep: need librispeech ROOT or manifest FILE.csv, and --out "
+                        "FILE.h5 (dstrain prep --help)\n");
         return 2;
     }
     a->kind = argv[optind];
@@ -144,7 +153,8 @@ static void reduce_stats(ds_prep_stats *s)
     s->unknown = u;
 }
 
-static ds_status run_prep(prep_args *a, int rank, int size)
+/* rank of size ranks, local of them on this host */
+static ds_status run_prep(prep_args *a, int rank, int size, int local)
 {
     ds_prep_list l;
     ds_prep_stats s;
@@ -155,7 +165,7 @@ static ds_status run_prep(prep_args *a, int rank, int size)
     DS_TRY(!strcmp(a->kind, "librispeech") ? ds_prep_scan_librispeech(a->source, &l)
                                            : ds_prep_scan_manifest(a->source, &l));
     if (a->o.threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN) / size;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN) / local;
         a->o.threads = cores > 0 ? (int)cores : 1;
     }
     const long begin = l.n * rank / size, end = l.n * (rank + 1) / size;
@@ -218,11 +228,22 @@ int ds_cli_prep(int argc, char **argv)
         fprintf(stderr, "dstrain prep: MPI_Init_thread failed\n");
         return 1;
     }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* the ranks on this host share its cores (--threads' default) */
+    MPI_Comm node = MPI_COMM_NULL;
+    int local = 1;
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS ||
+        MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS ||
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
+            MPI_SUCCESS ||
+        MPI_Comm_size(node, &local) != MPI_SUCCESS) {
+        fprintf(stderr, "dstrain prep: MPI_Comm_rank, MPI_Comm_size or MPI_Comm_split_type failed\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    MPI_Comm_free(&node);
     if (rank != 0 && a.o.progress > 0)
         a.o.progress = -1;
-    ds_status st = run_prep(&a, rank, size);
+    ds_status st = run_prep(&a, rank, size, local);
     rc = st == DS_OK ? 0 : ds_cli_fail("prep", st);
     MPI_Finalize();
     return rc;

@@ -1,122 +1,152 @@
 /* cli_train.c - `dstrain train`. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "cli_flags.h"
 #include "model.h"
 #include "loader.h"
 #include "train.h"
-
-static void train_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: dstrain train [--model PRESET | --config FILE] (--train H5 [--val H5] | --synthetic) [options]\n"
-        "\n"
-        "model and data:\n"
-        "  --model PRESET        model preset: tiny, small, ds2, ds2-large, ds2-medium (default tiny)\n"
-        "  --config FILE         model config JSON (see configs/)\n"
-        "  --train H5            training features (dstrain prep); or --synthetic\n"
-        "  --val H5              validation features: loss, WER and CER after every epoch\n"
-        "  --min-duration S      skip utterances shorter than S seconds (default 0)\n"
-        "  --max-duration S      skip utterances longer than S seconds (default: no limit)\n"
-        "  --norm N              feature normalisation: utterance | global | none (default utterance)\n"
-        "  --spec-augment        SpecAugment: 2 frequency masks of up to 27 bins, 2 time masks\n"
-        "                        of up to 40 frames\n"
-        "  --synthetic           train on generated speech-shaped data (no data files needed)\n"
-        "  --synthetic-utts N    utterances in a synthetic epoch (default 1024)\n"
-        "  --max-frames T        longest synthetic utterance in 10 ms frames (default 400)\n"
-        "run:\n"
-        "  --device cpu|cuda     backend (default cpu)\n"
-        "  --precision P         fp32 | fp16 | bf16 | fp64 (default fp32); fp16 and bf16 keep\n"
-        "                        FP32 master weights and BatchNorm; on the cpu they are emulated\n"
-        "                        (16-bit storage, FP32 arithmetic)\n"
-        "  --deterministic       only algorithms that give the same bits run to run (cuda: cuDNN\n"
-        "                        convolution algorithms; the cpu always is)\n"
-        "  --tf32                let fp32 matrix products and convolutions use TF32 tensor cores\n"
-        "                        (cuda, Ampere and later; about 3 decimal digits fewer)\n"
-        "  --batch B             utterances per step (default 8)\n"
-        "  --steps N             stop after N steps (default: 100 on synthetic data, else --epochs)\n"
-        "  --epochs N            passes over the data (default 1; synthetic: of --synthetic-utts)\n"
-        "  --seed S              seed of the initial weights and the data (default 1)\n"
-        "optimizer:\n"
-        "  --optimizer sgd|adamw (default sgd, Nesterov momentum 0.9, as deepspeech.pytorch)\n"
-        "  --lr X                learning rate (default 3e-4)\n"
-        "  --momentum X          sgd momentum (default 0.9)\n"
-        "  --no-nesterov         plain momentum instead of Nesterov\n"
-        "  --weight-decay X      (default 1e-5; decoupled for adamw)\n"
-        "  --lr-schedule S       constant | anneal (lr / A^epoch) | poly (default anneal)\n"
-        "  --anneal A            per-epoch anneal factor (default 1.1)\n"
-        "  --poly-power P        power of the polynomial decay (default 1)\n"
-        "  --warmup N            linear warm-up over the first N steps (default 0)\n"
-        "  --max-norm X          clip the global gradient norm (default 400; 0 = off)\n"
-        "  --loss-scale S|dynamic  multiply the loss by S before backward and divide the\n"
-        "                        gradients by it; dynamic: start at 65536, x2 after\n"
-        "                        --loss-scale-window clean steps, x0.5 and skip the step on\n"
-        "                        Inf/NaN (default: dynamic for fp16, else 1 = none)\n"
-        "  --loss-scale-window N clean steps before a dynamic scale doubles (default 2000)\n"
-        "  --max-bad-steps K     stop after K consecutive steps skipped for a non-finite loss\n"
-        "                        or gradient (default 100; 0: never)\n"
-        "ranks (mpiexec -np N / srun; --batch is per rank, the global batch is N x B):\n"
-        "  --allreduce mpi|nccl  gradient reduction (default mpi; nccl: --device cuda, one GPU per rank)\n"
-        "  --bucket-mb M         gradient bucket size in MiB, reduced as backward finishes it (25)\n"
-        "  --reduce-dtype P      fp32 | fp16 | bf16 | fp64: sum gradients across ranks in this\n"
-        "                        type (default: the --precision's)\n"
-        "  --check-sync K        compare parameter checksums across ranks every K steps (0: off)\n"
-        "  --local-bn            BatchNorm statistics per rank instead of synchronised\n"
-        "  --timeout S           end the job when a rank waits on others for S seconds\n"
-        "                        (default 300; 0: wait for ever, no watchdog)\n"
-        "checkpoints:\n"
-        "  --checkpoint-dir D    write DIR/step-NNNNNNNN.h5: parameters, BatchNorm state,\n"
-        "                        optimizer state, position in the data, options (all checksummed)\n"
-        "  --checkpoint-every N  every N steps too (default 0: only at the end of every epoch\n"
-        "                        and of the run)\n"
-        "  --resume auto|PATH    go on from a checkpoint, exactly where it was made: auto takes\n"
-        "                        the newest in --checkpoint-dir that validates (a damaged one is\n"
-        "                        reported and the one before it tried; none yet: start at step\n"
-        "                        0); a checkpoint of a different model, precision, optimizer,\n"
-        "                        seed, data or global batch is refused, saying what differs.\n"
-        "                        The rank count may change if the global batch stays the same\n"
-        "  --keep K              keep only the K newest checkpoints (default 0: all)\n"
-        "  --checkpoint-error E  stop (default) | continue: what a failed save (full disk) does;\n"
-        "                        either way the previous checkpoint stays whole\n"
-        "output:\n"
-        "  --log FILE.jsonl      one JSON object per step\n"
-        "  --print-every K       console line (with the batch CER) every K steps (default 10;\n"
-        "                        0: only at the end)\n"
-        "  --help                this text\n");
-}
 
 enum {
     O_MODEL = 256, O_CONFIG, O_SYNTH, O_SYNTH_UTTS, O_MAX_FRAMES, O_TRAIN, O_VAL, O_DEVICE,
     O_PRECISION, O_BATCH, O_STEPS, O_EPOCHS, O_SEED, O_OPTIMIZER, O_LR, O_MOMENTUM,
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
-    O_HELP, O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
+    O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS
 };
 
-static const struct option train_options[] = {
-    {"model", 1, 0, O_MODEL}, {"config", 1, 0, O_CONFIG}, {"synthetic", 0, 0, O_SYNTH},
-    {"synthetic-utts", 1, 0, O_SYNTH_UTTS}, {"max-frames", 1, 0, O_MAX_FRAMES},
-    {"train", 1, 0, O_TRAIN}, {"val", 1, 0, O_VAL}, {"device", 1, 0, O_DEVICE},
-    {"precision", 1, 0, O_PRECISION}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS},
-    {"epochs", 1, 0, O_EPOCHS}, {"seed", 1, 0, O_SEED}, {"optimizer", 1, 0, O_OPTIMIZER},
-    {"lr", 1, 0, O_LR}, {"momentum", 1, 0, O_MOMENTUM}, {"no-nesterov", 0, 0, O_NO_NESTEROV},
-    {"weight-decay", 1, 0, O_WD}, {"lr-schedule", 1, 0, O_SCHEDULE}, {"anneal", 1, 0, O_ANNEAL},
-    {"poly-power", 1, 0, O_POLY}, {"warmup", 1, 0, O_WARMUP}, {"max-norm", 1, 0, O_MAX_NORM},
-    {"log", 1, 0, O_LOG}, {"print-every", 1, 0, O_PRINT}, {"help", 0, 0, O_HELP},
-    {"min-duration", 1, 0, O_MIN_DUR}, {"max-duration", 1, 0, O_MAX_DUR}, {"norm", 1, 0, O_NORM},
-    {"spec-augment", 0, 0, O_SPECAUG}, {"checkpoint-dir", 1, 0, O_CKPT_DIR},
-    {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"allreduce", 1, 0, O_ALLREDUCE},
-    {"bucket-mb", 1, 0, O_BUCKET}, {"check-sync", 1, 0, O_CHECK_SYNC}, {"local-bn", 0, 0, O_LOCAL_BN},
-    {"timeout", 1, 0, O_TIMEOUT}, {"deterministic", 0, 0, O_DETERMINISTIC},
-    {"tf32", 0, 0, O_TF32}, {"loss-scale", 1, 0, O_LOSS_SCALE},
-    {"loss-scale-window", 1, 0, O_SCALE_WINDOW}, {"reduce-dtype", 1, 0, O_REDUCE_DTYPE},
-    {"checkpoint-error", 1, 0, O_CKPT_ERROR}, {"max-bad-steps", 1, 0, O_MAX_BAD},
-    {"keep", 1, 0, O_KEEP}, {"resume", 1, 0, O_RESUME},
-    {0, 0, 0, 0}};
+/* The options of dstrain train: its --help and its part of the README
+ * (cli_flags.h). */
+static const ds_flag train_flags[] = {
+    DS_FLAG_SECTION("model and data"),
+    DS_FLAG_ARG(O_MODEL, "model", "PRESET", "tiny",
+                "model preset: a name from `configs/`, as tiny or ds2 (`dstrain info` lists them)"),
+    DS_FLAG_ARG(O_CONFIG, "config", "FILE", NULL,
+                "model config JSON instead of a preset (see `configs/`)"),
+    DS_FLAG_ARG(O_TRAIN, "train", "H5", NULL, "training features (`dstrain prep`); or --synthetic"),
+    DS_FLAG_ARG(O_VAL, "val", "H5", NULL,
+                "validation features: loss, WER and CER after every epoch"),
+    DS_FLAG_ARG(O_MIN_DUR, "min-duration", "S", "0", "skip utterances shorter than S seconds"),
+    DS_FLAG_ARG(O_MAX_DUR, "max-duration", "S", "no limit",
+                "skip utterances longer than S seconds"),
+    DS_FLAG_ARG(O_NORM, "norm", "N", "utterance",
+                "feature normalisation when batches are formed: utterance (as deepspeech.pytorch) "
+                "| global | none"),
+    DS_FLAG_SWITCH(O_SPECAUG, "spec-augment",
+                   "SpecAugment: 2 frequency masks of up to 27 bins, 2 time masks of up to 40 "
+                   "frames"),
+    DS_FLAG_SWITCH(O_SYNTH, "synthetic",
+                   "train on generated speech-shaped data instead of --train (no data files "
+                   "needed)"),
+    DS_FLAG_ARG(O_SYNTH_UTTS, "synthetic-utts", "N", "1024", "utterances in a synthetic epoch"),
+    DS_FLAG_ARG(O_MAX_FRAMES, "max-frames", "T", "400",
+                "longest synthetic utterance in 10 ms frames"),
+    DS_FLAG_SECTION("run"),
+    DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
+    {.name = "precision", .has_arg = 1, .metavar = "P", .def = "fp32", .id = O_PRECISION,
+     .help = "compute type: fp32 | fp16 | bf16 | fp64. fp16 and bf16 keep FP32 master weights, "
+             "optimizer state and BatchNorm (parameters and statistics), CTC in FP64 inside; "
+             "fp16 defaults to dynamic loss scaling. On the cpu they are emulated: 16-bit "
+             "storage, FP32 arithmetic, each op's output rounded once",
+     .more = "On the GPU: cuDNN and cuBLASLt in 16 bits with FP32 accumulation (tensor cores), "
+             "our kernels widen to FP32 and round each output once (`cuda/README.md`); bf16 RNNs "
+             "need cuDNN 9.13 or later."},
+    DS_FLAG_SWITCH(O_DETERMINISTIC, "deterministic",
+                   "only algorithms that give the same bits run to run (cuda: cuDNN convolution "
+                   "algorithms chosen by heuristic rather than timing, so every run picks the "
+                   "same; the cpu always is)"),
+    DS_FLAG_SWITCH(O_TF32, "tf32",
+                   "let fp32 matrix products, convolutions and RNNs use TF32 tensor cores (cuda, "
+                   "Ampere and later; about 3 decimal digits fewer)"),
+    DS_FLAG_ARG(O_BATCH, "batch", "B", "8", "utterances per step and rank"),
+    DS_FLAG_ARG(O_STEPS, "steps", "N", "100 on synthetic data, else --epochs",
+                "stop after N steps"),
+    DS_FLAG_ARG(O_EPOCHS, "epochs", "N", "1",
+                "passes over the data; synthetic: over --synthetic-utts utterances"),
+    DS_FLAG_ARG(O_SEED, "seed", "S", "1",
+                "seed of the initial weights and the data; same seed, same numbers"),
+    DS_FLAG_SECTION("optimizer"),
+    DS_FLAG_ARG(O_OPTIMIZER, "optimizer", "sgd|adamw", "sgd",
+                "sgd: Nesterov momentum 0.9, as deepspeech.pytorch; adamw: decoupled weight "
+                "decay"),
+    DS_FLAG_ARG(O_LR, "lr", "X", "3e-4", "learning rate"),
+    DS_FLAG_ARG(O_MOMENTUM, "momentum", "X", "0.9", "sgd momentum"),
+    DS_FLAG_SWITCH(O_NO_NESTEROV, "no-nesterov", "plain momentum instead of Nesterov"),
+    DS_FLAG_ARG(O_WD, "weight-decay", "X", "1e-5", "weight decay, decoupled for adamw"),
+    DS_FLAG_ARG(O_SCHEDULE, "lr-schedule", "S", "anneal",
+                "constant | anneal (lr / A^epoch) | poly (lr x (1 - step / steps)^P)"),
+    DS_FLAG_ARG(O_ANNEAL, "anneal", "A", "1.1", "per-epoch anneal factor"),
+    DS_FLAG_ARG(O_POLY, "poly-power", "P", "1", "power of the polynomial decay"),
+    DS_FLAG_ARG(O_WARMUP, "warmup", "N", "0: none", "linear warm-up over the first N steps"),
+    DS_FLAG_ARG(O_MAX_NORM, "max-norm", "X", "400", "clip the global gradient norm; 0: off"),
+    DS_FLAG_ARG(O_LOSS_SCALE, "loss-scale", "S|dynamic", "dynamic for fp16, else 1: none",
+                "multiply the loss by S before backward and divide the gradients by it in the "
+                "update; dynamic: start at 65536, x2 after --loss-scale-window clean steps, x0.5 "
+                "and skip the step on Inf/NaN, never below 1"),
+    DS_FLAG_ARG(O_SCALE_WINDOW, "loss-scale-window", "N", "2000",
+                "clean steps before a dynamic scale doubles"),
+    DS_FLAG_ARG(O_MAX_BAD, "max-bad-steps", "K", "100",
+                "stop after K consecutive steps skipped for a non-finite loss or gradient, naming "
+                "them; 0: never. A skipped step leaves the parameters as they were on every rank"),
+    DS_FLAG_SECTION("ranks (`mpiexec -np N` / `srun`; --batch is per rank, the global batch is N x B)"),
+    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "mpi",
+                "gradient reduction across ranks (nccl: `--device cuda`, one GPU per rank)"),
+    DS_FLAG_ARG(O_BUCKET, "bucket-mb", "M", "25",
+                "gradient bucket size in MiB, reduced as backward finishes it"),
+    DS_FLAG_ARG(O_REDUCE_DTYPE, "reduce-dtype", "P", "the --precision's",
+                "fp32 | fp16 | bf16 | fp64: sum gradients across ranks in this type"),
+    DS_FLAG_ARG(O_CHECK_SYNC, "check-sync", "K", "0",
+                "compare parameter checksums across ranks every K steps and stop naming the ranks "
+                "that differ; 0: off"),
+    DS_FLAG_SWITCH(O_LOCAL_BN, "local-bn",
+                   "BatchNorm statistics per rank instead of synchronised (synchronised: N ranks x "
+                   "B = 1 rank x N*B)"),
+    DS_FLAG_ARG(O_TIMEOUT, "timeout", "S", "300",
+                "end the job when a rank waits on others for S seconds; 0: wait for ever, no "
+                "watchdog"),
+    DS_FLAG_SECTION("checkpoints"),
+    DS_FLAG_ARG(O_CKPT_DIR, "checkpoint-dir", "D", NULL,
+                "write `D/step-NNNNNNNN.h5` (parameters, BatchNorm and optimizer state, position "
+                "in the data, options; all checksummed) at the end of every epoch and of the "
+                "run; D and its parents are created and test-written before the first step"),
+    DS_FLAG_ARG(O_CKPT_EVERY, "checkpoint-every", "N", "0",
+                "every N steps too; 0: only at the end of every epoch and of the run"),
+    DS_FLAG_ARG(O_RESUME, "resume", "auto|PATH", NULL,
+                "go on from a checkpoint, exactly where it was made: auto takes the newest in "
+                "--checkpoint-dir that validates (a damaged one is reported, file and dataset, "
+                "and the one before it tried; none yet: start at step 0); a checkpoint of a "
+                "different model, precision, optimizer, seed, data or global batch is refused, "
+                "naming each difference. The rank count may change if the global batch stays "
+                "the same"),
+    DS_FLAG_ARG(O_KEEP, "keep", "K", "0: all",
+                "keep only the K newest `step-*.h5`; old ones go only after the new one is in "
+                "place"),
+    DS_FLAG_ARG(O_CKPT_ERROR, "checkpoint-error", "E", "stop",
+                "stop | continue: what a failed save (full disk) does: end the run, or warn and "
+                "train on; either way the previous checkpoint stays whole"),
+    DS_FLAG_SECTION("output"),
+    DS_FLAG_ARG(O_LOG, "log", "FILE.jsonl", NULL, "one JSON object per step"),
+    DS_FLAG_ARG(O_PRINT, "print-every", "K", "10",
+                "a console line with the batch's greedy CER every K steps; 0: only at the end"),
+    DS_FLAG_ARG(O_PROGRESS, "progress", "auto|bar|lines", "auto",
+                "bar: a progress bar redrawn in place on the console (epoch, step, loss, "
+                "utterances per second, time left); lines: only the --print-every lines, for "
+                "logs and pipes; auto: bar when the output is a terminal and no MPI or Slurm "
+                "launcher started the run (under mpiexec every rank's output looks like a "
+                "terminal, so launchers' users choose: scripts/demo.sh does)"),
+    DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_train_cmd = {
+    .name = "train",
+    .summary = "train a model on feature files or synthetic data",
+    .usage = "dstrain train [--model PRESET | --config FILE] (--train H5 [--val H5] | --synthetic) "
+             "[options]\n"
+             "mpiexec -np N dstrain train ...    (data-parallel: a rank per GPU, or on the cpu)",
+    .flags = train_flags};
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
 {
@@ -128,6 +158,18 @@ static int parse_precision(const char *flag, const char *s, ds_dtype *out)
     return ds_cli_precision("train", flag, s, out);
 }
 
+/* --progress auto: a bar on a terminal, unless a launcher started the run
+ * (Open MPI gives every rank a terminal, whatever mpiexec's own output is). */
+static int auto_progress(void)
+{
+    static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                           "SLURM_PROCID", NULL};
+    for (int i = 0; launched[i]; i++)
+        if (getenv(launched[i]))
+            return 0;
+    return isatty(STDOUT_FILENO);
+}
+
 static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, double *timeout)
 {
     const char *preset = NULL, *config = NULL;
@@ -136,15 +178,17 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     *o = (ds_train_opts){.device = "cpu", .precision = DS_F32, .batch = 8, .steps = 0,
                          .epochs = 0, .synthetic_utts = 1024, .max_frames = 400, .seed = 1,
                          .optim = ds_optim_defaults(), .print_every = 10, .bucket_mb = 25,
-                         .max_bad_steps = 100};
+                         .max_bad_steps = 100, .progress = 2 /* auto */};
     *timeout = 300;
     long steps = -1;   /* -1: not given */
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
     int have_window = 0;
     ds_dtype reduce_dtype = DS_F32;
     int have_reduce = 0;
-    optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "", train_options, NULL)) != -1) {
+    ds_flags fl;
+    if ((c = ds_flags_begin(&fl, &ds_cli_train_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c == 0 ? -1 : c;   /* -1: --help, done */
+    while (!bad && (c = ds_flags_next(&fl)) != -1) {
         switch (c) {
         case O_MODEL: preset = optarg; break;
         case O_CONFIG: config = optarg; break;
@@ -206,8 +250,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
             break;
         case O_LOG: o->log_path = optarg; break;
         case O_PRINT: bad = num("print-every", optarg, 0, 1e12, &v); o->print_every = (int)v; break;
-        case O_HELP: train_usage(stdout); exit(0);
-        default: train_usage(stderr); return 2;
+        case O_PROGRESS:
+            bad = ds_cli_choice("train", "progress", optarg,
+                                (const char *const[]){"lines", "bar", "auto", NULL}, &o->progress);
+            break;
+        default: return ds_flags_unhandled(&fl, c);
         }
         if (bad && (c == O_OPTIMIZER || c == O_SCHEDULE || c == O_NORM || c == O_ALLREDUCE))
             fprintf(stderr, "dstrain train: %s\n", ds_last_error());
@@ -234,6 +281,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         fprintf(stderr, "dstrain train: --val needs --train\n");
         return 2;
     }
+    if (o->progress == 2)
+        o->progress = auto_progress();
     o->reduce_dtype = have_reduce ? reduce_dtype : o->precision;
     /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
     if (loss_scale < 0)
@@ -267,7 +316,7 @@ int ds_cli_train(int argc, char **argv)
     double timeout;
     int rc = parse_train(argc, argv, &o, &synthetic, &timeout);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     if (!synthetic && !o.train_path) {
         fprintf(stderr, "dstrain train: no data: pass --train FILE.h5 (from dstrain prep) or "
                         "--synthetic\n");
@@ -296,6 +345,12 @@ int ds_cli_train(int argc, char **argv)
                  r.stop_checkpoint);
         ds_world_finalize(&world);
         return DS_EXIT_PREEMPTED;
+    }
+    if (r.steps == r.start_step && r.start_step > 0) {   /* resumed a run already complete */
+        ds_print("nothing to train: the checkpoint is at step %ld and this run ends at step %ld "
+                 "(raise --epochs or --steps to train on)\n", r.start_step, r.total);
+        ds_world_finalize(&world);
+        return 0;
     }
     ds_print("done: %ld steps, loss %.4f -> %.4f", r.steps, r.first_loss, r.last_loss);
     if (r.last_cer >= 0)

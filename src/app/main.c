@@ -6,23 +6,10 @@
 
 #include "cli.h"
 
+/* The commands and their summaries come from ds_cli_commands (cli_common.c). */
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "dstrain - data-parallel DeepSpeech2 training\n"
-            "\n"
-            "usage: dstrain COMMAND [options]     (dstrain COMMAND --help for its options)\n"
-            "\n"
-            "commands:\n"
-            "  prep        LibriSpeech or a CSV manifest -> HDF5 feature file\n"
-            "  train       train a model on feature files or synthetic data\n"
-            "  eval        WER and CER of a checkpoint on a feature file\n"
-            "  transcribe  text of audio files from a checkpoint\n"
-            "  info        presets, a model config, a feature file or a checkpoint\n"
-            "  bench       time training steps: batch sizes, precisions, layers, kernels\n"
-            "\n"
-            "  --version  version, backends and library versions compiled in\n"
-            "  --help     this text\n");
+    ds_cli_usage(f);
 }
 
 /* OpenMP threads spin a while before they sleep when they wait at a
@@ -50,10 +37,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "help"))   /* help [--markdown] [COMMAND] */
+        return ds_cli_help(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
         return ds_cli_version();
     if (!strcmp(cmd, "train"))
@@ -68,7 +57,9 @@ int main(int argc, char **argv)
         return ds_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "info"))
         return ds_cli_info(argc - 1, argv + 1);
-    fprintf(stderr, "dstrain: unknown command \"%s\"\n\n", cmd);
-    usage(stderr);
-    return 2;
+    if (!strcmp(cmd, "export"))
+        return ds_cli_export(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import"))
+        return ds_cli_import(argc - 1, argv + 1);
+    return ds_cli_unknown_command(cmd);   /* the nearest suggested */
 }

@@ -76,8 +76,9 @@ static ds_status choose(run_state *r, char *path, size_t cap)
         path[0] = '\0';
     if (st == DS_OK && i == n && n > 0) {
         path[0] = '\0';
-        st = DS_FAIL(DS_ERR_IO, "%s: none of its %zu checkpoints validates (see above); move them "
-                     "away to start afresh", dir, n);
+        st = DS_FAIL(DS_ERR_IO, "%s: none of its %zu checkpoints validates (see above: where the "
+                     "reason is a lock, set HDF5_USE_FILE_LOCKING=FALSE; else move them away to "
+                     "start afresh)", dir, n);
     }
     if (st == DS_OK && n == 0)
         ds_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);

@@ -110,6 +110,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
     if (o->resume)
         DS_TRY(ds_run_resume(r));
+    ds_progress_start(&r->progress, o->progress, r->start_step);
     if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
     return ds_log_open(&r->log, o->log_path, r->start_step > 0);   /* a resume appends */
@@ -188,6 +189,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     DS_TRY(ds_log_step(&r->log, &s));
     if (report)
         print_step(r->total, &s);
+    ds_progress_step(&r->progress, &s, r->total, r->per_epoch);
     if (p.step == r->start_step)
         res->first_loss = s.loss;
     else
@@ -282,7 +284,8 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     ds_stop_signals_install();
     DS_TRY_GOTO(st, ds_run_open(o, &r), out);
     long step = r.start_step;
-    res->steps = step;
+    res->steps = res->start_step = step;
+    res->total = r.total;
     for (int epoch = r.start_epoch; step < r.total; epoch++) {
         const ds_batch *b;
         DS_TRY_GOTO(st, ds_run_epoch_begin(&r, epoch), out);
@@ -297,6 +300,8 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
                 goto out;
             }
         }
+        if (!r.epoch_done)   /* out of steps: maybe exactly at the epoch's end */
+            r.epoch_done = ds_run_epoch_exhausted(&r, epoch);
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }
     if (res->steps - r.start_step > 1) {

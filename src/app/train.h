@@ -26,6 +26,7 @@ typedef struct {
     ds_optim_cfg optim;
     const char *log_path;
     int print_every;           /* console line every K steps (and the CER) */
+    int progress;              /* a progress bar on rank 0's terminal (progress.h) */
     /* data: HDF5 feature files, or synthetic when train_path is NULL */
     const char *train_path, *val_path;
     double min_duration, max_duration;   /* seconds; max <= 0: no limit */
@@ -51,7 +52,8 @@ typedef struct {
 } ds_train_opts;
 
 typedef struct {
-    long steps, skipped;
+    long steps, skipped;                  /* the step reached (counted from 1), steps skipped */
+    long start_step, total;               /* where this process began (a resume), where the run ends */
     double first_loss, last_loss;
     double last_cer;                      /* of the last printed training batch */
     double val_cer, val_wer, val_loss;    /* after the last epoch; < 0 without --val */

@@ -59,7 +59,7 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
     ds_status st = ds_sampler_create(r->keep, frames, r->n_keep, o->batch, r->ranks, o->seed,
                                      &r->sampler);
     free(frames);
-    r->per_epoch = st == DS_OK ? ds_sampler_batches(r->sampler) : 0;
+    r->per_epoch = st == DS_OK ? ds_sampler_steps(r->sampler) : 0;
     return st;
 }
 
@@ -109,6 +109,16 @@ ds_status ds_run_next_batch(run_state *r, const ds_batch **b)
     memcpy(r->synth.global_lengths, r->synth_global.lengths, (size_t)r->synth_global.n * sizeof(int));
     *b = &r->synth;
     return DS_OK;
+}
+
+int ds_run_epoch_exhausted(const run_state *r, int epoch)
+{
+    if (!r->train)
+        return r->synth_left <= 0;
+    for (long k = r->batch_pos; k < ds_sampler_batches(r->sampler); k++)
+        if (ds_sampler_whole(r->sampler, epoch, k) != 0)
+            return 0;
+    return 1;
 }
 
 void ds_run_close_data(run_state *r)

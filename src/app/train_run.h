@@ -5,6 +5,7 @@
 #define DS_TRAIN_RUN_H
 
 #include "filter.h"
+#include "progress.h"
 #include "rng.h"
 #include "score.h"
 #include "step.h"
@@ -57,6 +58,7 @@ typedef struct {
     int start_epoch;
     long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
     int epoch_done;             /* the epoch's batches ran out (not --steps) */
+    ds_progress progress;       /* the bar (rank 0, --progress bar) */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
@@ -72,6 +74,10 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim);
 ds_status ds_run_epoch_begin(run_state *r, int epoch);
 /* The next batch of the epoch, or NULL at its end. */
 ds_status ds_run_next_batch(run_state *r, const ds_batch **b);
+/* Whether the epoch has no batch left to train on, without drawing one: a
+ * run that ends on an epoch's last step then saves "next epoch, batch 0",
+ * and its resume does not see (and validate) that epoch's end again. */
+int ds_run_epoch_exhausted(const run_state *r, int epoch);
 void ds_run_close_data(run_state *r);
 
 /* resume.c: --resume: finds (auto) or takes the checkpoint, checks that it

@@ -59,11 +59,14 @@ static int check_cover(const corpus *c, int ranks, int batch)
     long out[64];
     for (int epoch = 0; epoch < 3; epoch++) {
         int seen[3 * MAX_N + 8] = {0};
+        long steps = 0;   /* batches in which every rank has an utterance */
         for (long k = 0; k < nb; k++) {
             long lo = -1, hi = -1, count = 0;
+            int all = 1;
             for (int r = 0; r < ranks; r++) {
                 int m = ds_sampler_take(s, epoch, k, r, out);
                 T_CHECK(m >= 0 && m <= batch, "take of %d > B %d", m, batch);
+                all = all && m > 0;
                 for (int j = 0; j < m; j++) {
                     seen[out[j]]++;
                     long p = c->pos[out[j]];
@@ -78,7 +81,13 @@ static int check_cover(const corpus *c, int ranks, int batch)
             T_CHECK(count > 0 && hi - lo + 1 == count && lo % rb == 0,
                     "R %d B %d batch %ld: positions %ld..%ld for %ld utterances", ranks, batch, k,
                     lo, hi, count);
+            steps += all;
+            T_CHECK(ds_sampler_whole(s, epoch, k) == all, "n %ld R %d B %d batch %ld: whole %d, takes say %d",
+                    c->n, ranks, batch, k, ds_sampler_whole(s, epoch, k), all);
         }
+        /* what an epoch of training takes: the loader skips a batch that leaves a rank none */
+        T_CHECK(ds_sampler_steps(s) == steps, "n %ld R %d B %d: %ld steps per epoch, counted %ld",
+                c->n, ranks, batch, ds_sampler_steps(s), steps);
         for (long i = 0; i < c->n; i++)
             T_CHECK(seen[c->utts[i]] == 1, "n %ld R %d B %d epoch %d: utterance %ld seen %d times",
                     c->n, ranks, batch, epoch, c->utts[i], seen[c->utts[i]]);

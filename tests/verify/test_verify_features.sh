@@ -109,7 +109,7 @@ refused flip_labels prep "flip_labels.h5: dataset /labels: elements \[0, 33) of 
   "Fletcher32"
 refused flip_labels info "flip_labels.h5: dataset /labels" "Fletcher32"
 damage truncated
-refused truncated prep "truncated.h5: HDF5 cannot open it: truncated file" "truncated or damaged"
+refused truncated prep "truncated.h5: HDF5 cannot open it: truncated file" "truncated, damaged or locked"
 refused truncated info "truncated.h5: HDF5 cannot open it: truncated file"
 damage overlap
 refused overlap prep "overlap.h5: dataset /utterances/frame_offset: utterance 1 (id tone1) rows \[40, 141) overlap utterance 0 (id tone0) rows \[0, 101) of /features"

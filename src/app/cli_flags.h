@@ -1,0 +1,140 @@
+/* cli_flags.h - the options of a subcommand, described once in a table.
+ *
+ * From a command's table come getopt_long's struct option array, the
+ * command's --help text, its part of the README's configuration reference
+ * (dstrain help --markdown, scripts/update-readme-reference.sh), and the
+ * errors for a wrong command line (an unknown option with the nearest flag
+ * suggested, a missing argument naming the flag). Adding a flag is one table
+ * entry and one case in the command's switch.
+ *
+ * A command "frob" (see cli_eval.c for a small real one):
+ *
+ *   enum { O_OUT = 256, O_STEPS, O_FAST };      // ids: any int > 0 but '?' and ':'
+ *   static const ds_flag frob_flags[] = {
+ *       DS_FLAG_SECTION("input"),               // a heading in --help and the table
+ *       DS_FLAG_OPERAND("FILE...", "the files to frob"),   // shown, not parsed
+ *       DS_FLAG_ARG(O_OUT, "out", "FILE", NULL, "where the result goes"),
+ *       DS_FLAG_ARG(O_STEPS, "steps", "N", "8", "how many steps"),   // "8": the default
+ *       DS_FLAG_SWITCH(O_FAST, "fast", "skip the checks"),
+ *       DS_FLAG_END};
+ *   const ds_flag_cmd ds_cli_frob_cmd = {
+ *       .name = "frob", .summary = "one line for dstrain --help",
+ *       .usage = "dstrain frob --out FILE [options] FILE...", .flags = frob_flags};
+ *
+ *   int ds_cli_frob(int argc, char **argv)    // argv[0] is "frob"
+ *   {
+ *       ds_flags fl;
+ *       int c, rc = ds_flags_begin(&fl, &ds_cli_frob_cmd, argc, argv);
+ *       if (rc != DS_FLAGS_GO)
+ *           return rc;                // 0 after --help, 2 after a usage error (printed)
+ *       while ((c = ds_flags_next(&fl)) != -1)
+ *           switch (c) {
+ *           case O_OUT: out = optarg; break;
+ *           ...
+ *           default: return ds_flags_unhandled(&fl, c);
+ *           }
+ *       // operands: argv[optind] .. argv[argc - 1]
+ *   }
+ *
+ * and &ds_cli_frob_cmd listed in ds_cli_commands (cli_common.c), so that
+ * dstrain --help, dstrain help frob, dstrain help --markdown and the tests
+ * (tests/cli_reference.cmake) see it; then run
+ * scripts/update-readme-reference.sh.
+ *
+ * Every table gets --help (and -h) without an entry. Options are matched
+ * whole: --batch 8 or --batch=8; getopt_long's abbreviations (--bat) are
+ * refused by ds_flags_begin, which names the flags they could mean, so that
+ * a flag added later never changes what an existing command line means.
+ * The help text is prose: the --help printer wraps it at 80 columns, the
+ * Markdown printer escapes it and puts --flags in backticks; `code` spans
+ * marked with backticks show as code in Markdown and plain in --help. */
+#ifndef DS_CLI_FLAGS_H
+#define DS_CLI_FLAGS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *name;      /* long name without "--"; an operand's words as shown */
+    int has_arg;           /* 1: takes an argument (required), 0: a switch */
+    const char *metavar;   /* the argument in help: "N", "cpu|cuda"; NULL for a switch */
+    const char *def;       /* the default, as text ("8", "no limit"); NULL: none to tell */
+    const char *help;      /* what it does, in a sentence or a few */
+    int id;                /* ds_flags_next's value for it (getopt's val) */
+    const char *section;   /* a heading entry: its title (name is NULL) */
+    const char *more;      /* details for the README's reference only, or NULL */
+    int hidden;            /* 1: accepted, but in neither help (internal) */
+    int operand;           /* 1: a positional argument, shown but not parsed */
+} ds_flag;
+
+#define DS_FLAG_ARG(ID, NAME, METAVAR, DEF, HELP) \
+    {.name = (NAME), .has_arg = 1, .metavar = (METAVAR), .def = (DEF), .help = (HELP), .id = (ID)}
+#define DS_FLAG_SWITCH(ID, NAME, HELP) {.name = (NAME), .help = (HELP), .id = (ID)}
+#define DS_FLAG_SECTION(TITLE) {.section = (TITLE)}
+#define DS_FLAG_OPERAND(WORDS, HELP) {.name = (WORDS), .help = (HELP), .operand = 1}
+#define DS_FLAG_END {0}
+
+typedef struct {
+    const char *name;      /* "train": dstrain train */
+    const char *summary;   /* one line, for dstrain --help and the reference's list */
+    const char *usage;     /* synopsis, lines separated by \n, each "dstrain ..." */
+    const char *about;     /* a paragraph after the synopsis (wrapped), or NULL */
+    const ds_flag *flags;  /* ends with DS_FLAG_END */
+    const char *notes;     /* a paragraph after the options (wrapped), or NULL */
+} ds_flag_cmd;
+
+#define DS_FLAGS_MAX 96    /* options in one table, --help included */
+#define DS_FLAGS_GO (-1)   /* ds_flags_begin: go on parsing */
+#define DS_FLAG_ID_HELP (-100)
+
+typedef struct {
+    const ds_flag_cmd *cmd;
+    int argc;
+    char **argv;
+    struct option opts[DS_FLAGS_MAX + 1];
+} ds_flags;
+
+/* Checks argv[1..] (argv[0] is the command's name) against cmd's table, in
+ * order: at --help or -h prints the help to stdout and returns 0; at an
+ * unknown or abbreviated option, a switch given =VALUE or an option lacking
+ * its argument prints the error and a hint to --help to stderr and returns
+ * 2; else prepares getopt_long (optind, opterr) and returns DS_FLAGS_GO. */
+int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv);
+/* The next option's id (its argument in optarg), or -1 when none is left;
+ * the operands are then argv[optind..argc-1] (getopt_long moves them last). */
+int ds_flags_next(ds_flags *p);
+/* For the switch's default: names the option whose id c the command does not
+ * handle (a bug) and returns 2. */
+int ds_flags_unhandled(const ds_flags *p, int c);
+
+/* cmd's --help text. */
+void ds_flags_help(FILE *f, const ds_flag_cmd *cmd);
+/* cmd's section of the configuration reference: a heading, the synopsis,
+ * one table (option, argument, default, meaning), the notes. */
+void ds_flags_markdown(FILE *f, const ds_flag_cmd *cmd);
+/* Help text (help, about, notes, summaries, defaults) is prose in which
+ * `code` may be marked with backticks: */
+/* s as plain text from column col, wrapped before column 80 and going on at
+ * column indent ("\n" breaks too), backticks dropped; returns the column. */
+int ds_flags_text(FILE *f, const char *s, int col, int indent);
+/* s as Markdown inline text for a table cell: `code` kept (| escaped), each
+ * bare --flag or --flag=VALUE put in backticks, | * \ [ < escaped. */
+void ds_flags_md_text(FILE *f, const char *s);
+
+/* The names among names[0..n) that typed[0..len) most likely meant, at most
+ * max, in their order, the first rule that gives any:
+ *   1. those that typed is the beginning of (an abbreviation: --bat), when
+ *      there are at most max of them;
+ *   2. the nearest by edit distance (insertion, deletion, substitution, or
+ *      swapping two neighbours: 1 each; --bach, --precison), when it is at
+ *      most 1 for a name typed in up to 4 characters, 2 beyond;
+ *   3. those that are whole words of typed between hyphens (--batch-size).
+ * Their indexes go to pick; returns how many (0: no suggestion). */
+int ds_flags_suggest(const char *typed, size_t len, const char *const *names, int n, int *pick,
+                     int max);
+/* "--a", "--a or --b", "--a, --b or --c" for the picked names (prefix "--"
+ * or ""), to f. */
+void ds_flags_print_choices(FILE *f, const char *prefix, const char *const *names, const int *pick,
+                            int k);
+
+#endif
