@@ -1,6 +1,7 @@
 /* progress.c - see progress.h. */
 #include "progress.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -33,7 +34,7 @@ void ds_progress_step(ds_progress *p, const ds_step_metrics *s, long total, long
     const double t = now_s(), a = 0.1;
     if (s->step == p->first_step + 1)
         p->t_first = t;   /* the first step pays for warming up: the time left starts after it */
-    if (s->loss == s->loss)   /* a skipped step's NaN stays out of the mean */
+    if (isfinite(s->loss))   /* a skipped step's NaN or Inf stays out of the mean */
         p->loss = p->loss < 0 ? s->loss : (1 - a) * p->loss + a * s->loss;
     p->utt_s = p->utt_s <= 0 ? s->samples_per_s : (1 - a) * p->utt_s + a * s->samples_per_s;
     if (s->step < total && t - p->last_draw < 0.2)

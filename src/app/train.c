@@ -254,8 +254,11 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch, ev.loss,
                  res->val_wer, res->val_cer, ev.score.utterances);
     }
-    /* at the end of every epoch (and of the run), unless this step's is written */
-    if (r->o->checkpoint_dir && r->tried_step != step)
+    /* at the end of every epoch (and of the run), unless this step's is
+     * written; rewritten when a periodic save wrote this step with the
+     * epoch's position, since at the epoch's end the run goes on in the next */
+    if (r->o->checkpoint_dir &&
+        (r->tried_step != step || (r->epoch_done && r->saved_step == step)))
         DS_TRY(save_checkpoint(r, step, epoch, r->epoch_done ? epoch + 1 : epoch,
                                r->epoch_done ? 0 : r->batch_pos));
     return DS_OK;

@@ -59,8 +59,13 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
     ds_status st = ds_sampler_create(r->keep, frames, r->n_keep, o->batch, r->ranks, o->seed,
                                      &r->sampler);
     free(frames);
-    r->per_epoch = st == DS_OK ? ds_sampler_steps(r->sampler) : 0;
-    return st;
+    DS_TRY(st);
+    r->per_epoch = ds_sampler_steps(r->sampler);
+    if (r->per_epoch == 0)   /* every epoch would be empty: --steps would never be reached */
+        return DS_FAIL(DS_ERR_ARG, "%s: %ld utterances kept, too few for one step of %d ranks x "
+                       "batch %d (every rank needs one): lower --batch or the ranks",
+                       o->train_path, r->n_keep, r->ranks, o->batch);
+    return DS_OK;
 }
 
 ds_status ds_run_epoch_begin(run_state *r, int epoch)

@@ -75,16 +75,21 @@ static ds_status check_header(loader *l)
 /* The bytes of the storage of r (read once). */
 static ds_status get_storage(loader *l, const ds_pt_tensor_ref *r, const storage **out)
 {
-    for (int i = 0; i < l->n; i++)
-        if (!strcmp(l->s[i].key, r->storage)) {
-            *out = &l->s[i];
-            return DS_OK;
-        }
     const size_t es = ds_dtype_size(r->dt);
     if ((uint64_t)r->storage_numel > MAX_STORAGE / es)
         return DS_FAIL(DS_ERR_IO, "%s: key %s: storage %s of %lld elements", l->path, r->key,
                        r->storage, (long long)r->storage_numel);
     const size_t bytes = (size_t)r->storage_numel * es;
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->s[i].key, r->storage)) {
+            /* a storage shared by tensors must be claimed alike: the views are
+             * checked against this claim, the bytes were read for the first */
+            if (l->s[i].bytes != bytes)
+                return DS_FAIL(DS_ERR_IO, "%s: key %s: storage %s claimed as %zu bytes, earlier "
+                               "as %zu", l->path, r->key, r->storage, bytes, l->s[i].bytes);
+            *out = &l->s[i];
+            return DS_OK;
+        }
     storage *s = realloc(l->s, (size_t)(l->n + 1) * sizeof *s);
     if (!s)
         return DS_FAIL(DS_ERR_MEM, "%s: storages", l->path);
@@ -154,9 +159,12 @@ static ds_status gather(loader *l, const ds_pt_tensor_ref *r, const storage *s, 
     void *dst;
     size_t numel;
     const size_t es = ds_dtype_size(r->dt);
-    DS_TRY(ds_pt_numel(r->dims, r->rank, SIZE_MAX / 16, r->key, &numel));
-    if (numel > 0)
-        DS_TRY(check_view(l, r));
+    /* an expanded view (stride 0) may claim far more elements than its
+     * storage holds: no tensor of a model is larger than MAX_STORAGE */
+    DS_TRY(ds_pt_numel(r->dims, r->rank, MAX_STORAGE / es, r->key, &numel));
+    if (numel == 0)
+        return ds_pt_dict_add(d, r->key, r->dt, r->rank, r->dims, &dst);
+    DS_TRY(check_view(l, r));
     DS_TRY(ds_pt_dict_add(d, r->key, r->dt, r->rank, r->dims, &dst));
     const char *src = s->data;
     if (contiguous(r)) {   /* as torch.save writes a state_dict's tensors */

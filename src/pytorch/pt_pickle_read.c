@@ -12,6 +12,11 @@
 #define MAX_STACK (1u << 22)        /* values on the stack at once */
 #define MAX_MEMO (1u << 24)         /* memo slots */
 #define MAX_DICT (1u << 15)         /* entries of one dict (a state_dict has hundreds) */
+/* A few hundred bytes of pickle can ask for unbounded work (equal keys
+ * built as deep tuple DAGs, a big list turned into dicts or sets again and
+ * again) or memory: both are budgeted, far above what a state_dict needs. */
+#define MAX_WORK ((uint64_t)1 << 28)   /* key comparisons and items copied */
+#define MAX_ARENA ((size_t)1 << 32)    /* bytes of values */
 
 typedef enum {
     V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_BYTES, V_TUPLE, V_LIST, V_DICT, V_GLOBAL,
@@ -60,6 +65,8 @@ typedef struct {
     size_t mcount;            /* slots allocated */
     size_t memo_len;          /* slots written: MEMOIZE's next one */
     chunk *arena;
+    size_t arena_bytes;
+    uint64_t work;            /* against MAX_WORK */
     int proto;
 } um;
 
@@ -81,6 +88,9 @@ static void *alloc(um *u, size_t size)
     size = (size + 15) & ~(size_t)15;
     if (!u->arena || u->arena->cap - u->arena->used < size) {
         size_t cap = size > 65536 ? size : 65536;
+        if (cap > MAX_ARENA - u->arena_bytes)
+            return NULL;
+        u->arena_bytes += cap;
         chunk *c = malloc(sizeof *c + cap);
         if (!c)
             return NULL;
@@ -222,8 +232,9 @@ static ds_status push_str(um *u, vkind k, size_t len)
 
 /* Python's == for dict keys; tuples nested deeper than any real key are
  * taken as unequal rather than followed (no unbounded recursion). */
-static int val_equal(const val *a, const val *b, int depth)
+static int val_equal(const val *a, const val *b, int depth, uint64_t *work)
 {
+    ++*work;
     if (a == b)
         return 1;
     if (a->kind != b->kind)
@@ -238,10 +249,10 @@ static int val_equal(const val *a, const val *b, int depth)
     case V_BYTES:
     case V_GLOBAL: return a->len == b->len && !memcmp(a->s, b->s, a->len);
     case V_TUPLE:
-        if (a->n != b->n || depth > 32)
+        if (a->n != b->n || depth > 32 || *work > MAX_WORK)
             return 0;
         for (size_t i = 0; i < a->n; i++)
-            if (!val_equal(a->it[i], b->it[i], depth + 1))
+            if (!val_equal(a->it[i], b->it[i], depth + 1, work))
                 return 0;
         return 1;
     default: return 0;
@@ -255,11 +266,15 @@ static ds_status dict_set(um *u, val *d, val *k, val *x)
         return bad(u, "sets an item of a %s, not of a dict", kind_name[d->kind]);
     if (k->kind == V_LIST || k->kind == V_DICT || k->kind == V_TENSOR)
         return bad(u, "a %s as a dict key", kind_name[k->kind]);
-    for (size_t i = 0; i < d->n; i += 2)
-        if (val_equal(d->it[i], k, 0)) {
+    for (size_t i = 0; i < d->n; i += 2) {
+        if (val_equal(d->it[i], k, 0, &u->work)) {
             d->it[i + 1] = x;
             return DS_OK;
         }
+        if (u->work > MAX_WORK)
+            return bad(u, "more work than any state_dict needs (dict keys compared %llu times)",
+                       (unsigned long long)u->work);
+    }
     if (d->n / 2 >= MAX_DICT)   /* keys are compared one by one: bounded work */
         return bad(u, "a dict of more than %u entries", MAX_DICT);
     DS_TRY(add_item(u, d, k));
@@ -399,6 +414,10 @@ static ds_status reduce(um *u, const val *f, const val *a)
         val *s = new_val(u, V_LIST);   /* a set's members, as a list */
         if (!s)
             return oom(u);
+        u->work += a->n == 1 ? a->it[0]->n : 0;
+        if (u->work > MAX_WORK)
+            return bad(u, "more work than any state_dict needs (a set of %zu members)",
+                       a->it[0]->n);
         for (size_t i = 0; a->n == 1 && i < a->it[0]->n; i++)
             DS_TRY(add_item(u, s, a->it[0]->it[i]));
         return push(u, s);

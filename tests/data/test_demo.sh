@@ -16,7 +16,7 @@ mkdir -p "$work"
 out=$work/main
 run() {   # the job as a user runs it; its output in $work/run-N.log
   local n=$1; shift
-  DSTRAIN=$bin timeout 900 bash "$repo/scripts/demo.sh" --no-setup --out "$out" --train-utts "$utts" "$@" \
+  DSTRAIN=$bin timeout 900 bash "$repo/scripts/demo.sh" --no-setup --cpu --out "$out" --train-utts "$utts" "$@" \
     >"$work/run-$n.log" 2>&1
 }
 val_lines() { grep -c '"eval":"val"' "$out/train.jsonl"; }
@@ -42,7 +42,7 @@ check "[ \$(grep -c '^  dstrain: ' '$out/transcripts.txt') -eq 6 ]" "6 transcrip
 # the references are the corpus's own text for those ids
 id=$(head -1 "$out/transcripts.txt" | cut -d' ' -f1)
 ref=$(sed -n 2p "$out/transcripts.txt" | sed -E 's/^  reference: +//')
-check "grep -qx '$id $ref' $out/corpus/test/*/*/*.trans.txt" "reference of $id is its transcript"
+if grep -Fqx -- "$id $ref" "$out"/corpus/test/*/*/*.trans.txt; then ok; else bad "reference of $id is its transcript"; fi
 steps1=$(sed -nE 's/^\{"step":([0-9]+),.*/\1/p' "$out/train.jsonl" | tail -1)
 
 # ---- 2: three epochs more: resumes from the checkpoint, corpus and features kept
@@ -71,6 +71,12 @@ untrained=$("$bin" eval --checkpoint "$work/untrained/step-00000001.h5" --data "
 echo "dev CER: untrained $untrained, after 4 epochs of $utts utterances $cer"
 check "awk -v a='$cer' -v b='$untrained' 'BEGIN { exit !(a != \"\" && b != \"\" && a < 0.7 * b) }'" \
   "dev CER $cer is not well below untrained $untrained"
+
+# ---- too few utterances for one step of every rank: refused, not an empty run
+out2=$(mpiexec -np 2 "$bin" train --model mini --train "$out/features/dev.h5" --batch 100 --steps 2 2>&1)
+rc=$?
+check "[ $rc -ne 0 ] && grep -q 'too few for one step of 2 ranks x batch 100' <<<\"\$out2\"" \
+  "100 utterances for 2 ranks x 100 are refused (exit $rc: $(tail -2 <<<"$out2" | tr '\n' '|'))"
 
 # ---- the progress bar, asked for: redrawn in place (carriage returns) with the time left
 "$bin" train --model mini --train "$out/features/dev.h5" --steps 4 --batch 4 --progress bar --print-every 0 \
