@@ -9,7 +9,7 @@
 # heard in training), keeps checkpoints, draws the loss and CER, and ends by
 # transcribing held-out test utterances next to their reference text.
 # Running it again resumes the training where it stopped; a finished run
-# only makes its report again. About 8 minutes on 2 cores (README).
+# only makes its report again. About 5 minutes on 2 cores (README).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=scripts/demo.sh
