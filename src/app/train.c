@@ -116,17 +116,21 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     return ds_log_open(&r->log, o->log_path, r->start_step > 0);   /* a resume appends */
 }
 
-/* A checkpoint after step (counted from 1) of epoch; the run would go on
- * at global batch next_batch of epoch next_epoch. */
-static ds_status save_checkpoint(run_state *r, long step, int epoch, int next_epoch, long next_batch)
+/* A checkpoint after step (counted from 1) of epoch. The run goes on at the
+ * next global batch of the epoch, or at the next epoch's first when this
+ * one has none left to train on (so a resume never sees this epoch's end,
+ * and its validation, again). */
+static ds_status save_checkpoint(run_state *r, long step, int epoch)
 {
     r->tried_step = step;
     if (r->rank != 0)
         return DS_OK;
+    const int ended = ds_run_epoch_exhausted(r, epoch);
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm,
-                         .next_epoch = next_epoch, .next_batch = next_batch, .bad_run = r->bad_run};
+                         .next_epoch = ended ? epoch + 1 : epoch,
+                         .next_batch = ended ? 0 : r->batch_pos, .bad_run = r->bad_run};
     memcpy(info.rng, r->rng.s, sizeof info.rng);
     snprintf(info.run_config, sizeof info.run_config, "%s", r->run_config);
     ds_status st = ds_checkpoint_save(path, r->model, r->optim, &info);
@@ -208,7 +212,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_run_check_sync(r, p.step + 1));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
-        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch, p.epoch, r->batch_pos));
+        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch));
     return DS_OK;
 }
 
@@ -254,13 +258,9 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch, ev.loss,
                  res->val_wer, res->val_cer, ev.score.utterances);
     }
-    /* at the end of every epoch (and of the run), unless this step's is
-     * written; rewritten when a periodic save wrote this step with the
-     * epoch's position, since at the epoch's end the run goes on in the next */
-    if (r->o->checkpoint_dir &&
-        (r->tried_step != step || (r->epoch_done && r->saved_step == step)))
-        DS_TRY(save_checkpoint(r, step, epoch, r->epoch_done ? epoch + 1 : epoch,
-                               r->epoch_done ? 0 : r->batch_pos));
+    /* at the end of every epoch (and of the run), unless this step's is written */
+    if (r->o->checkpoint_dir && r->tried_step != step)
+        DS_TRY(save_checkpoint(r, step, epoch));
     return DS_OK;
 }
 
@@ -271,7 +271,7 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
     DS_TRY(finish_pending(r, res));
     res->stop_signal = r->stop_signal;
     if (r->o->checkpoint_dir && r->tried_step != step)   /* once a step */
-        DS_TRY(save_checkpoint(r, step, epoch, epoch, r->batch_pos));
+        DS_TRY(save_checkpoint(r, step, epoch));
     if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
                  r->o->checkpoint_dir, step);
@@ -303,8 +303,6 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
                 goto out;
             }
         }
-        if (!r.epoch_done)   /* out of steps: maybe exactly at the epoch's end */
-            r.epoch_done = ds_run_epoch_exhausted(&r, epoch);
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }
     if (res->steps - r.start_step > 1) {

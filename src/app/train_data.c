@@ -74,7 +74,6 @@ ds_status ds_run_epoch_begin(run_state *r, int epoch)
     /* a resumed run's first epoch goes on where its checkpoint was made */
     const long first = epoch == r->start_epoch ? r->start_batch : 0;
     r->batch_pos = first;
-    r->epoch_done = 0;
     if (!r->train) {
         r->synth_left = r->per_epoch - first;
         return DS_OK;
@@ -93,14 +92,11 @@ ds_status ds_run_next_batch(run_state *r, const ds_batch **b)
         DS_TRY(ds_loader_next(r->loader, b));
         if (*b)
             r->batch_pos = ds_loader_batch_index(r->loader) + 1;
-        r->epoch_done = !*b;
         return DS_OK;
     }
     *b = NULL;
-    if (r->synth_left <= 0) {
-        r->epoch_done = 1;
+    if (r->synth_left <= 0)
         return DS_OK;
-    }
     r->synth_left--;
     r->batch_pos++;
     const int B = r->o->batch;

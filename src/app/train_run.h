@@ -57,7 +57,6 @@ typedef struct {
     long start_step, start_batch;
     int start_epoch;
     long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
-    int epoch_done;             /* the epoch's batches ran out (not --steps) */
     ds_progress progress;       /* the bar (rank 0, --progress bar) */
     double *sync_host;          /* [param_count] parameters, for --check-sync */
     uint64_t *sync_sums;        /* [ranks] their checksums */
@@ -75,8 +74,7 @@ ds_status ds_run_epoch_begin(run_state *r, int epoch);
 /* The next batch of the epoch, or NULL at its end. */
 ds_status ds_run_next_batch(run_state *r, const ds_batch **b);
 /* Whether the epoch has no batch left to train on, without drawing one: a
- * run that ends on an epoch's last step then saves "next epoch, batch 0",
- * and its resume does not see (and validate) that epoch's end again. */
+ * checkpoint made then goes on at the next epoch's first batch. */
 int ds_run_epoch_exhausted(const run_state *r, int epoch);
 void ds_run_close_data(run_state *r);
 

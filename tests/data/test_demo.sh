@@ -78,6 +78,16 @@ rc=$?
 check "[ $rc -ne 0 ] && grep -q 'too few for one step of 2 ranks x batch 100' <<<\"\$out2\"" \
   "100 utterances for 2 ranks x 100 are refused (exit $rc: $(tail -2 <<<"$out2" | tr '\n' '|'))"
 
+# ---- a periodic checkpoint that falls on an epoch's last step goes on in the
+# next epoch: the resume does not validate that epoch again
+pe=(train --model mini --train "$out/features/dev.h5" --val "$out/features/dev.h5" --batch 10
+    --print-every 0 --checkpoint-dir "$work/pe" --checkpoint-every 5 --log "$work/pe.jsonl" --resume auto)
+"$bin" "${pe[@]}" --epochs 1 >"$work/pe-1.log" 2>&1 && "$bin" "${pe[@]}" --epochs 2 >"$work/pe-2.log" 2>&1
+rc=$?
+check "[ $rc -eq 0 ] && grep -q 'resumed from .*step-00000010.h5: step 10, epoch 1, global batch 0' '$work/pe-2.log'" \
+  "resume after an epoch ending on a periodic checkpoint starts the next epoch (exit $rc)"
+check "[ \$(grep -c '\"eval\":\"val\"' '$work/pe.jsonl') -eq 2 ]" "one validation per epoch across the resume"
+
 # ---- the progress bar, asked for: redrawn in place (carriage returns) with the time left
 "$bin" train --model mini --train "$out/features/dev.h5" --steps 4 --batch 4 --progress bar --print-every 0 \
   >"$work/bar.log" 2>&1
@@ -85,6 +95,7 @@ check "grep -q \$'\\r' '$work/bar.log' && grep -q 'ETA' '$work/bar.log' && grep 
   "--progress bar draws a bar with the step and the time left"
 "$bin" train --model mini --train "$out/features/dev.h5" --steps 2 --batch 4 --progress lines --print-every 1 \
   >"$work/lines.log" 2>&1
-check "! grep -q \$'\\r' '$work/lines.log'" "--progress lines writes plain lines"
+check "grep -q '^step  *2/2' '$work/lines.log' && ! grep -q \$'\\r' '$work/lines.log'" \
+  "--progress lines writes its step lines, plain"
 echo "test_demo: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
