@@ -60,13 +60,15 @@ ctc_tables ctc_carve(void *work, int t, int n, int c, size_t smax)
     return w;
 }
 
-/* log(exp(a) + exp(b) + exp(c)) without overflow; -inf when all are -inf. */
+/* log(exp(a) + exp(b) + exp(c)) without overflow; -inf when all are -inf;
+ * NaN when any is NaN (a comparison with NaN is false, so m alone would
+ * drop it, and bad logits would pass for an impossible utterance). */
 __device__ inline double lse3(double a, double b, double c)
 {
     double m = a > b ? a : b;
     m = m > c ? m : c;
     if (m == -INFINITY)
-        return m;
+        return a + b + c;   /* -inf, or NaN */
     return m + log(exp(a - m) + exp(b - m) + exp(c - m));
 }
 
@@ -339,10 +341,10 @@ __global__ void loss_total_kernel(int n, double norm, const double *__restrict__
 {
     double sum = 0, inf = 0;
     for (int i = 0; i < n; i++) {
-        if (isfinite(loss[i]))
-            sum += loss[i];
-        else
+        if (loss[i] == INFINITY)   /* impossible: counted; a NaN is summed, as on the CPU */
             inf++;
+        else
+            sum += loss[i];
     }
     out[DS_LOSS_MEAN] = sum / norm;
     out[DS_LOSS_INFINITE] = inf;

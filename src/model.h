@@ -119,6 +119,10 @@ void ds_model_set_loss_scale(ds_model *m, const void *scale);
 /* Fault tests: makes the logits gradient of the last loss +Inf at its first
  * element, as an FP16 overflow would. Queued; no host wait. */
 ds_status ds_model_poison_dlogits(ds_model *m);
+/* Fault tests: makes the first logit of the last forward NaN (utterance 0,
+ * frame 0), so the next loss is NaN and its gradients follow, as from a
+ * diverged model. Queued; no host wait. */
+ds_status ds_model_poison_logits(ds_model *m);
 
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);

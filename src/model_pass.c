@@ -197,13 +197,23 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
 
 const void *ds_model_loss_scalars(ds_model *m) { return ds_m_sca(m, m->loss_total); }
 
+/* value into the first element of the compute-role buffer at dst */
+static ds_status poison_first(ds_model *m, double value, void *dst)
+{
+    DS_TRY(ds_convert(m->dt, m->stage, DS_F64, &value, 1));
+    return m->be->from_host(m->ctx, m->dt, 1, m->stage, dst);
+}
+
 ds_status ds_model_poison_dlogits(ds_model *m)
 {
     if (!m->have_dlogits)
         return DS_FAIL(DS_ERR_ARG, "poison_dlogits: the last loss kept no gradient");
-    const double inf = INFINITY;
-    DS_TRY(ds_convert(m->dt, m->stage, DS_F64, &inf, 1));
-    return m->be->from_host(m->ctx, m->dt, 1, m->stage, ds_m_dact(m, m->dlogits));
+    return poison_first(m, INFINITY, ds_m_dact(m, m->dlogits));
+}
+
+ds_status ds_model_poison_logits(ds_model *m)
+{
+    return poison_first(m, NAN, ds_m_act(m, m->logits));
 }
 
 ds_status ds_model_read_loss(ds_model *m, ds_loss *out, double *losses)

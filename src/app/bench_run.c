@@ -193,8 +193,8 @@ static ds_status run_steps(bench_state *s)
         const ds_batch *b = NULL, *gb = NULL;
         if (k < total || pipelined)   /* a pipelined run queues one step past the last */
             DS_TRY(next_batch(s, k, &b, &gb));
-        if (k < total && ds_inject_fault(s->r.rank, k + 1))
-            return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf is for dstrain train");
+        if (k < total && ds_inject_fault(s->r.rank, k + 1) != DS_POISON_NONE)
+            return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf and nan are for dstrain train");
         const double step_at = now_ms() - s->t_timed0;
         if (c->mode == DS_BENCH_FORWARD) {
             if (k < total)

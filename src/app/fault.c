@@ -18,19 +18,21 @@ int ds_inject_fault(int my_rank, long step)
     if (n == 3)
         last = at;
     if (n < 3 || rank != my_rank || step < at || step > last)
-        return 0;
+        return DS_POISON_NONE;
     fprintf(stderr, "dstrain: rank %d: injected fault (%s) at step %ld\n", rank, kind, step);
     if (!strcmp(kind, "inf"))
-        return 1;
+        return DS_POISON_GRAD;
+    if (!strcmp(kind, "nan"))
+        return DS_POISON_LOSS;
     if (!strcmp(kind, "killsave")) {   /* SIGKILL 4 KiB into the next checkpoint write */
         ds_h5_fault_kill_after(4096);
-        return 0;
+        return DS_POISON_NONE;
     }
     if (!strcmp(kind, "exit"))
         _exit(7);
     if (!strcmp(kind, "slow")) {   /* the step takes half a second longer (bench's tests) */
         usleep(500000);
-        return 0;
+        return DS_POISON_NONE;
     }
     for (;;)
         pause();

@@ -21,7 +21,7 @@ struct ds_stepper {
     ds_reduce_timing timing[SLOTS];
     double launch_ms[SLOTS];
     long launched, collected;
-    int poison;                     /* the next step's logits gradient gets an Inf (fault tests) */
+    int poison;                     /* DS_POISON_*: the next step's fault (fault tests) */
 };
 
 static double now_ms(void)
@@ -66,7 +66,7 @@ void ds_stepper_destroy(ds_stepper *s)
 
 int ds_stepper_pending(const ds_stepper *s) { return (int)(s->launched - s->collected); }
 
-void ds_stepper_poison_next(ds_stepper *s) { s->poison = 1; }
+void ds_stepper_poison_next(ds_stepper *s, int kind) { s->poison = kind; }
 
 /* The batch's upload, into the "data" range a profiler shows. */
 static ds_status upload(ds_stepper *s, const ds_batch *b)
@@ -99,11 +99,12 @@ static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_redu
     ds_reducer *red = s->d.reducer;
     PHASE(s, "data", upload(s, b));
     PHASE(s, "forward", ds_model_forward(m, 1));
+    if (s->poison == DS_POISON_LOSS)
+        DS_TRY(ds_model_poison_logits(m));
     PHASE(s, "loss", ds_model_loss(m, 1));
-    if (s->poison) {
-        s->poison = 0;
+    if (s->poison == DS_POISON_GRAD)
         DS_TRY(ds_model_poison_dlogits(m));
-    }
+    s->poison = DS_POISON_NONE;
     if (red)
         DS_TRY(ds_reducer_begin(red));
     PHASE(s, "backward", ds_model_backward(m));

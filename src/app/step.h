@@ -30,9 +30,12 @@ typedef struct ds_stepper ds_stepper;
 
 /* d may be NULL (one process). */
 ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepper **out);
-/* Fault tests: the next launched step's logits gradient gets an Inf on this
- * rank before backward, as an FP16 overflow would (the reduction spreads it). */
-void ds_stepper_poison_next(ds_stepper *s);
+/* Fault tests: the next launched step on this rank gets a NaN logit before
+ * its loss (DS_POISON_LOSS: the loss and its gradients follow) or an Inf in
+ * its logits gradient before backward (DS_POISON_GRAD, as an FP16 overflow
+ * would); the reduction spreads either to every rank. */
+enum { DS_POISON_NONE, DS_POISON_LOSS, DS_POISON_GRAD };
+void ds_stepper_poison_next(ds_stepper *s, int kind);
 void ds_stepper_destroy(ds_stepper *s);
 /* Queues one optimisation step on b: forward, CTC, backward (gradients
  * reduced across ranks as they become final), clip and update decided on the

@@ -5,6 +5,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,10 +153,13 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
 
 static void print_step(long total, const ds_step_metrics *s)
 {
+    const double loss = isnan(s->loss) ? NAN : s->loss;   /* "nan", not glibc's "-nan" */
     ds_print("step %6ld/%ld  epoch %d  loss %8.4f  cer %5.3f  lr %.3g  |g| %8.3f  %6.1f ms  "
              "%7.1f utt/s%s\n",
-             s->step, total, s->epoch, s->loss, s->cer, s->lr, s->grad_norm, s->step_ms,
-             s->samples_per_s, s->skipped ? "  (skipped: non-finite gradient)" : "");
+             s->step, total, s->epoch, loss, s->cer, s->lr, s->grad_norm, s->step_ms,
+             s->samples_per_s, s->skipped ? (isfinite(loss) ? "  (skipped: non-finite gradient)"
+                                                     : "  (skipped: non-finite loss)")
+                          : "");
 }
 
 /* The step must be read before the next is launched: its batch's CER is
@@ -227,8 +231,9 @@ static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch,
 {
     const int global_n = b->n_global > 0 ? b->n_global : b->n;
     const double lr = ds_optim_lr(&r->ocfg, step, epoch);
-    if (ds_inject_fault(r->rank, step + 1))
-        ds_stepper_poison_next(r->stepper);
+    const int poison = ds_inject_fault(r->rank, step + 1);
+    if (poison != DS_POISON_NONE)
+        ds_stepper_poison_next(r->stepper, poison);
     DS_TRY(ds_stepper_launch(r->stepper, b, lr));
     DS_TRY(finish_pending(r, res));
     r->pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,

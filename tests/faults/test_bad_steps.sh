@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Non-finite gradients in fp32: an Inf injected into one rank's gradients
-# (DSTRAIN_FAULT=inf:RANK:FIRST-LAST) makes every rank skip those steps,
+# (DSTRAIN_FAULT=inf:RANK:FIRST-LAST), or a NaN into its logits so that its
+# loss is NaN (nan:RANK:FIRST-LAST), makes every rank skip those steps,
 # counted in the log, the parameters untouched; after --max-bad-steps
 # consecutive ones the run stops with a message naming the steps, and the
 # checkpoints keep the parameters from before them. One rank, then two with
@@ -17,7 +18,7 @@ case_() {   # NAME NP FAULT
   mkdir -p "$dir"
   local launch=(); [ "$np" -gt 1 ] && launch=(mpiexec -np "$np")
   DSTRAIN_FAULT=$fault timeout 120 "${launch[@]}" "$bin" train --model tiny --synthetic --steps 30 \
-    --batch 2 --max-frames 120 --print-every 0 --log "$dir/log.jsonl" --checkpoint-dir "$dir/ck" \
+    --batch 2 --max-frames 120 --print-every 1 --log "$dir/log.jsonl" --checkpoint-dir "$dir/ck" \
     --checkpoint-every 2 --max-bad-steps 5 --timeout 30 >"$dir/out" 2>&1
   local rc=$?
   echo "$name: status $rc; $(grep -o 'steps [0-9]* to [0-9]* all had.*(--max-bad-steps 5)' "$dir/out" | head -1)"
@@ -40,5 +41,14 @@ PY
 }
 case_ one-rank 1 inf:0:3-1000
 case_ two-ranks 2 inf:1:3-1000
+# a NaN logit before the loss: the loss is NaN (the log says null), not an
+# impossible utterance left out of the mean, and the step is skipped as above
+for np in 1 2; do
+  case_ nan-loss-$np-ranks "$np" nan:$((np - 1)):3-1000
+  d="$work/nan-loss-$np-ranks"
+  if [ "$(grep -c '"loss":null.*"skipped":true' "$d/log.jsonl")" -eq 5 ] &&
+     grep -q "skipped: non-finite loss" "$d/out"; then ok
+  else bad "nan-loss-$np-ranks: the NaN loss is not in the log or the step lines"; fi
+done
 echo "test_bad_steps: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -285,6 +285,45 @@ static int test_impossible(ds_dtype dt)
     return 0;
 }
 
+/* A NaN or +Inf logit in any frame of an utterance (a diverged model) makes
+ * its loss NaN and puts a NaN in its gradient, never a loss of +inf with a
+ * zero gradient as for an impossible alignment: the step must be skipped,
+ * not trained on the other utterances as if nothing happened. */
+static int test_bad_logits(ds_dtype dt)
+{
+    enum { T = 5, N = 3, C = 4 };
+    ds_rng r;
+    ds_rng_seed(&r, 12);
+    double x[T * N * C], g[T * N * C], loss[N], clean_g[T * N * C], clean[N];
+    t_fill_uniform(&r, x, T * N * C, -2, 2);
+    static const int labels[] = {1, 3, 2, 3, 1}, len[] = {5, 3, 4}, off[] = {0, 2, 3},
+                     lab_len[] = {2, 1, 2};
+    ctc_batch b = {T, N, C, 0, x, len, labels, off, lab_len, 1.0};
+    T_OK(run_ctc(dt, &b, clean, clean_g));
+    const double bad[] = {NAN, INFINITY};
+    for (int v = 0; v < 2; v++)
+        for (int s = 0; s < T; s++) {
+            double y[T * N * C];
+            memcpy(y, x, sizeof y);
+            y[((size_t)s * N + 0) * C + (s % C)] = bad[v];   /* utterance 0, frame s */
+            b.logits = y;
+            T_OK(run_ctc(dt, &b, loss, g));
+            int nan_g = 0, others_same = loss[1] == clean[1] && loss[2] == clean[2];
+            for (int f = 0; f < T; f++)
+                for (int k = 0; k < C; k++) {
+                    nan_g += isnan(g[((size_t)f * N + 0) * C + k]);
+                    for (int i = 1; i < N; i++)
+                        others_same &= g[((size_t)f * N + i) * C + k] ==
+                                       clean_g[((size_t)f * N + i) * C + k];
+                }
+            T_CHECK(isnan(loss[0]) && nan_g > 0, "%s %g logit at frame %d: loss %g, %d NaN gradients",
+                    ds_dtype_name(dt), bad[v], s, loss[0], nan_g);
+            T_CHECK(others_same, "%s %g logit at frame %d changed the other utterances",
+                    ds_dtype_name(dt), bad[v], s);
+        }
+    return 0;
+}
+
 /* Labels 2 2 in exactly 3 frames: the single path is 2 _ 2. */
 static int test_exact_fit(ds_dtype dt)
 {
@@ -363,7 +402,8 @@ done:
 }
 
 /* Finite losses summed in order and divided by the norm (the global batch
- * size, not the count of finite ones); infinite ones counted, not summed. */
+ * size, not the count of finite ones); infinite ones counted, not summed; a
+ * NaN makes the mean NaN (a broken model, not an impossible utterance). */
 static int test_loss_total(ds_dtype dt)
 {
     const char *dn = ds_dtype_name(dt);
@@ -384,6 +424,11 @@ static int test_loss_total(ds_dtype dt)
     T_CHECK(out[DS_LOSS_MEAN] == 0 && out[DS_LOSS_INFINITE] == 2,
             "%s loss_total, all infinite: mean %g, %g infinite", dn, out[DS_LOSS_MEAN],
             out[DS_LOSS_INFINITE]);
+    const double l4[] = {1, NAN, INFINITY};
+    T_OK(run_total(dt, 3, 3, l4, out));
+    T_CHECK(isnan(out[DS_LOSS_MEAN]) && out[DS_LOSS_INFINITE] == 1,
+            "%s loss_total with a NaN: mean %g (want NaN), %g infinite (want 1)", dn,
+            out[DS_LOSS_MEAN], out[DS_LOSS_INFINITE]);
     return 0;
 }
 
@@ -529,6 +574,8 @@ int main(int argc, char **argv)
         test_finite_differences(seed);
     test_impossible(DS_F64);
     test_impossible(DS_F32);
+    test_bad_logits(DS_F64);
+    test_bad_logits(DS_F32);
     test_exact_fit(DS_F64);
     test_exact_fit(DS_F32);
     test_zero_frames();
