@@ -19,7 +19,9 @@
  *   attributes on /: format (string), version (integer 1), sample_rate (integer Hz),
  *     window_size_s, window_stride_s (float64), window ("hamming"), n_fft (integer),
  *     feature_type (log-spectrogram | log-mel | mfcc), n_features (integer: also
- *     n_mels for log-mel, n_mfcc for mfcc), alphabet (the 29 symbols, see alphabet.h)
+ *     n_mels for log-mel, n_mfcc for mfcc), alphabet (the 29 symbols, see alphabet.h),
+ *     attributes_crc32 (integer: CRC-32 of the others, h5seal.h; checked when
+ *     present, absent from files written before it)
  *
  * Strings are variable-length UTF-8 (fixed-length ones are read too). Offsets
  * need not be in order, but every utterance must lie inside /features and

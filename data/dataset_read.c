@@ -13,6 +13,7 @@
 #include "alphabet.h"
 #include "dataset_impl.h"
 #include "h5io.h"
+#include "h5seal.h"
 #include "half.h"
 
 /* The /utterances arrays, all [N]; the first sets N. */
@@ -104,6 +105,8 @@ static ds_status read_feature_attrs(ds_dataset *d, hid_t f)
 static ds_status read_attrs(ds_dataset *d, hid_t f)
 {
     int64_t version;
+    /* files written before seals carry none: they are read as they are */
+    DS_TRY(ds_h5_check_attrs(f, d->path, 0, NULL));
     DS_TRY(check_str_attr(f, d->path, "format", DS_DATASET_FORMAT));
     DS_TRY(ds_h5_read_attr_i64(f, "version", &version));
     if (version != DS_DATASET_VERSION)

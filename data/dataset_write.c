@@ -14,6 +14,7 @@
 #include "dataset_impl.h"
 #include "fileutil.h"
 #include "h5io.h"
+#include "h5seal.h"
 #include "half.h"
 
 #define F16_MAX 65504.0f
@@ -339,7 +340,8 @@ static ds_status write_attrs(ds_dataset_writer *w)
     DS_TRY(ds_h5_write_attr_i64(f, "n_fft", ds_feature_n_fft(c)));
     DS_TRY(ds_h5_write_attr_str(f, "feature_type", ds_feature_type_name(c->type)));
     DS_TRY(ds_h5_write_attr_i64(f, "n_features", w->n_features));
-    return ds_h5_write_attr_str(f, "alphabet", ds_alphabet);
+    DS_TRY(ds_h5_write_attr_str(f, "alphabet", ds_alphabet));
+    return ds_h5_seal_attrs(f);   /* last: it sums the attributes above */
 }
 
 /* Everything into the file, then the file closed. */

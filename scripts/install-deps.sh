@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin           # ranks and the CPU gradient reduction
   libhdf5-dev hdf5-tools               # features and checkpoints (h5diff in tests)
   libcjson-dev                         # model configs (JSON)
+  zlib1g-dev                           # CRC-32 of checkpoint and feature-file attributes
   libzip-dev                           # dstrain export/import --pytorch: torch.save's zip files
   libfftw3-dev libsndfile1-dev         # feature extraction (prep)
   espeak-ng sox libsox-fmt-all         # the synthesized mini corpus

@@ -13,9 +13,10 @@
 #include "build_info.h"
 #include "fileutil.h"
 #include "h5io.h"
+#include "h5seal.h"
 
 #define CKPT_FORMAT "dstrain-checkpoint"
-#define CKPT_VERSION 2
+#define CKPT_VERSION 3   /* 3: attributes sealed (h5seal.h); 2: resume state; 1: parameters */
 
 /* group/<name> for every tensor of the parameter table (state 0) or the
  * BatchNorm statistics (state 1) from host [packed, table order], in the
@@ -140,6 +141,8 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const d
         st = write_optim(f, m, o);
     if (st == DS_OK && o)
         st = write_resume_attrs(f, info);
+    if (st == DS_OK)
+        st = ds_h5_seal_attrs(f);
     if (st != DS_OK) {
         ds_h5_close(f);
         return st;
@@ -220,9 +223,12 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
         st = DS_FAIL(DS_ERR_IO, "%s: attribute format is \"%s\", not a dstrain checkpoint", path, fmt);
     if (st == DS_OK)
         st = ds_h5_read_attr_f64(f, "version", &version);
-    if (st == DS_OK && version != 1 && version != CKPT_VERSION)   /* 1: parameters only */
+    if (st == DS_OK && version != 1 && version != 2 && version != CKPT_VERSION)
         st = DS_FAIL(DS_ERR_IO, "%s: checkpoint version %g, this dstrain reads 1 to %d", path,
                      version, CKPT_VERSION);
+    /* before any attribute is believed; older versions carry no seal */
+    if (st == DS_OK)
+        st = ds_h5_check_attrs(f, path, version >= 3, NULL);
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "config", json, 65536);
     if (st == DS_OK)

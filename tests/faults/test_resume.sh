@@ -120,7 +120,9 @@ if grep -q "resumed from .*step-00000003.h5" "$d.resume" &&
 else bad "killsave: resume did not go on from step 3: $(tail -3 "$d.resume")"; fi
 
 # --- damaged checkpoints: a flipped byte in a parameter's data, a truncated
-# file; --resume auto reports each (file and dataset) and takes the one before
+# file, a flipped digit in an attribute (the generator state, which would
+# still parse); --resume auto reports each (file and dataset) and takes the
+# one before
 d="$work/damage"
 cp -r "$work/syn-fp32-1rank/split" "$d"
 flip() {   # flip one byte inside dataset $2 of file $1 (its stored data)
@@ -133,15 +135,33 @@ with open(path, "r+b") as f:
     f.seek(off + 16); b = f.read(1); f.seek(off + 16); f.write(bytes([b[0] ^ 0x10]))
 PY
 }
+flip_rng() {   # one digit of file $1's rng attribute made another digit: still four hex words
+  "$py" - "$1" <<'PY'
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    rng = f.attrs["rng"]
+rng = rng if isinstance(rng, bytes) else rng.encode()
+data = open(path, "rb").read()
+at = data.find(rng)
+assert at >= 0 and data.find(rng, at + 1) < 0, "the rng value is not in the file once"
+at += next(i for i, c in enumerate(rng) if c in b"0123456789")
+with open(path, "r+b") as f:
+    f.seek(at); f.write(bytes([data[at] ^ 0x01]))
+PY
+}
 flip "$d/step-00000008.h5" params/rnn.0.fwd.weight_ih
 truncate -s 100000 "$d/step-00000007.h5"
+flip_rng "$d/step-00000006.h5"
 out=$(train 1 "${syn[@]}" --precision fp32 --steps 8 --checkpoint-dir "$d" --resume auto 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "skipping .*step-00000008.h5.*params/rnn.0.fwd.weight_ih" <<<"$out" &&
-   grep -q "skipping .*step-00000007.h5" <<<"$out" && grep -q "resumed from .*step-00000006.h5" <<<"$out"; then ok
+   grep -q "skipping .*step-00000007.h5" <<<"$out" &&
+   grep -q "skipping .*step-00000006.h5.*attributes: checksum mismatch" <<<"$out" &&
+   grep -q "resumed from .*step-00000004.h5" <<<"$out"; then ok
 else bad "damage: flipped/truncated not reported and skipped (exit $rc): $(grep -i 'resum\|skip' <<<"$out")"; fi
 grep "skipping" <<<"$out" | sed 's/^/damage: /'
 if same "$d/step-00000008.h5" "$work/syn-fp32-1rank/straight/step-00000008.h5"; then ok
-else bad "damage: the run resumed from step 6 does not end as the straight one"; fi
+else bad "damage: the run resumed from step 4 does not end as the straight one"; fi
 out=$(train 1 "${syn[@]}" --steps 8 --resume "$work/damage-none.h5" 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && grep -q "damage-none.h5" <<<"$out"; then ok
 else bad "resume of a missing file: exit $rc: $out"; fi

@@ -3,8 +3,8 @@
 # end to end (issue 13): a real file of three tones made by `dstrain prep`
 # verifies; each damaged copy is refused (exit 1) with a message naming the
 # file, the dataset and, where there is one, the utterance. Damage comes in
-# two kinds: bytes flipped under HDF5 (caught by the Fletcher32 checksums)
-# and contents rewritten through h5py, which writes valid checksums, so that
+# two kinds: bytes flipped under HDF5 (caught by the Fletcher32 checksums,
+# or for an attribute by the attributes' CRC-32) and contents rewritten through h5py, which writes valid checksums, so that
 # only the consistency checks themselves can catch them.
 # usage: test_verify_features.sh DSTRAIN PYTHON   (PYTHON with h5py and numpy)
 set -uo pipefail
@@ -82,6 +82,14 @@ elif kind == "label_text":    # a valid label that no longer spells the transcri
     rewrite("labels", lambda a, f: a.__setitem__(f["utterances/label_offset"][1] + 4, 2))   # 'A' 
 elif kind == "nan":           # utterance 2, frame 3, feature 7
     rewrite("features", lambda a, f: a.__setitem__((f["utterances/frame_offset"][2] + 3, 7), np.nan))
+elif kind == "flip_attr":     # the lowest mantissa bit of window_stride_s: still a valid stride
+    with h5py.File(path, "r") as f:
+        raw = np.float64(f.attrs["window_stride_s"]).tobytes()
+    data = open(path, "rb").read()
+    at = data.find(raw)
+    assert at >= 0 and data.find(raw, at + 1) < 0, "window_stride_s is not in the file once"
+    with open(path, "r+b") as g:
+        g.seek(at); g.write(bytes([data[at] ^ 0x01]))
 elif kind == "stats":         # mean and sum agree with each other, not with /features
     with h5py.File(path, "r+") as f:
         n = f["stats/count"][0]
@@ -121,6 +129,9 @@ refused label_text prep "label_text.h5: dataset /utterances/transcript: utteranc
 damage nan
 refused nan prep "nan.h5: dataset /features: utterance 2 (id tone2) frame 3 feature 7 is nan"
 refused nan info "nan.h5: dataset /features: utterance 2 (id tone2) frame 3 feature 7 is nan"
+damage flip_attr
+refused flip_attr prep "flip_attr.h5: attributes: checksum mismatch (corrupted)"
+refused flip_attr info "flip_attr.h5: attributes: checksum mismatch (corrupted)"
 damage stats
 refused stats prep "stats.h5: dataset /stats/mean: feature 5 is .* but the mean of /features is"
 
