@@ -377,6 +377,22 @@ static int newer_first(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* Whether name is step-NNNNNNNN followed by suffix exactly, and its step. */
+static int step_name(const char *name, const char *suffix, long *step)
+{
+    if (strncmp(name, "step-", 5) != 0 || strlen(name) != 13 + strlen(suffix) ||
+        strcmp(name + 13, suffix) != 0)
+        return 0;
+    long v = 0;
+    for (int k = 5; k < 13; k++) {
+        if (name[k] < '0' || name[k] > '9')
+            return 0;
+        v = 10 * v + (name[k] - '0');
+    }
+    *step = v;
+    return 1;
+}
+
 ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count)
 {
     *steps = NULL;
@@ -389,10 +405,7 @@ ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count)
     ds_status st = DS_OK;
     for (struct dirent *e; st == DS_OK && (e = readdir(d));) {
         long step;
-        char tail[8];
-        /* only names this program writes: step-NNNNNNNN.h5 */
-        if (strlen(e->d_name) != 16 || sscanf(e->d_name, "step-%8ld.%3s", &step, tail) != 2 ||
-            strcmp(tail, "h5") != 0)
+        if (!step_name(e->d_name, ".h5", &step))   /* only names this program writes */
             continue;
         if (n == cap) {
             long *grown = realloc(found, (cap = cap ? 2 * cap : 16) * sizeof *found);
@@ -432,5 +445,28 @@ ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
             (*removed)++;
     }
     free(steps);
+    return st;
+}
+
+ds_status ds_checkpoint_remove_partial(const char *dir, int *removed)
+{
+    *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot list the checkpoint directory: %s", dir, strerror(errno));
+    ds_status st = DS_OK;
+    for (struct dirent *e; st == DS_OK && (e = readdir(d));) {
+        long step;
+        char path[4200];
+        if (!step_name(e->d_name, ".h5.tmp", &step))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0)
+            st = DS_FAIL(DS_ERR_IO, "%s: cannot remove a partial checkpoint: %s", path,
+                         strerror(errno));
+        else
+            (*removed)++;
+    }
+    closedir(d);
     return st;
 }

@@ -65,6 +65,11 @@ ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count);
  * other files are left alone. *removed counts what went. */
 ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed);
 
+/* Removes every step-NNNNNNNN.h5.tmp in dir: a save cut short (SIGKILL, a
+ * node lost) leaves one, never chosen by a resume. Call it before a run's
+ * first save. *removed counts what went. */
+ds_status ds_checkpoint_remove_partial(const char *dir, int *removed);
+
 /* /group/<name> for every tensor of buffer which (DS_PARAMS, DS_GRADS,
  * DS_BN_STATS) in the model's dtype. */
 ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group, int which);

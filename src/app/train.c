@@ -107,8 +107,14 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));
     report_memory(r);
     DS_TRY(describe_run(r));
-    if (r->rank == 0 && o->checkpoint_dir)   /* before any step, not at the first save */
+    if (r->rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
+        int removed;
+        DS_TRY(ds_checkpoint_remove_partial(o->checkpoint_dir, &removed));
+        if (removed)
+            ds_print("removed %d partial checkpoint%s (step-N.h5.tmp) left by a save cut short\n",
+                     removed, removed == 1 ? "" : "s");
+    }
     if (o->resume)
         DS_TRY(ds_run_resume(r));
     ds_progress_start(&r->progress, o->progress, r->start_step);
