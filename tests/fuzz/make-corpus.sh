@@ -2,9 +2,10 @@
 # Writes the fuzzers' seed corpus: small valid inputs made by dstrain itself
 # (and one feature file by h5py, the other writer dataset.h supports), plus
 # truncated copies. Run it again when a file format changes; inputs that once
-# crashed a harness (crash-*, oom-*) live beside the seeds and are kept, as is
+# crashed a harness (crash-*, oom-*) live beside the seeds and are kept, as are
 # checkpoint/v1-micro-fp32.h5 (format 1, written before a034270: eval and
-# transcribe still load it).
+# transcribe still load it) and v2-micro-fp32.h5 (format 2, before the
+# attributes' CRC: resume still loads it).
 # usage: tests/fuzz/make-corpus.sh DSTRAIN_BINARY [OUT_DIR]   (tests/fuzz/corpus)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
