@@ -116,9 +116,8 @@ ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtyp
     DS_TRY_GOTO(st, open_file(w), remove_tmp);
     *out = w;
     return DS_OK;
-remove_tmp:
-    if (w->file >= 0)
-        unlink(w->tmp);
+remove_tmp:   /* a create that failed writing (full disk) leaves the file it made */
+    unlink(w->tmp);
 free_writer:
     release(w);
     return st;
@@ -354,8 +353,11 @@ static ds_status finish_file(ds_dataset_writer *w)
     DS_TRY(write_attrs(w));
     herr_t rc = H5Dclose(w->features);
     w->features = -1;
-    if (rc < 0 || H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        return DS_FAIL(DS_ERR_IO, "%s: flush failed", w->tmp);
+    if (rc < 0 || H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        char why[1024];   /* HDF5 names the errno: "No space left on device" */
+        return DS_FAIL(DS_ERR_IO, "%s: cannot write the file out (%s)", w->tmp,
+                       ds_h5_reason(why, sizeof why));
+    }
     hid_t f = w->file;
     w->file = -1;
     return ds_h5_close(f);

@@ -94,6 +94,8 @@ const char *ds_h5_reason(char *buf, size_t cap)
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &r);
     if (!buf[0])
         snprintf(buf, cap, "HDF5 gave no reason");
+    for (char *c = buf; (c = strchr(c, '\n'));)   /* a write failure's time ends in ctime's newline */
+        *c = ' ';
     return buf;
 }
 
@@ -718,9 +720,12 @@ ds_status ds_h5_append_rows(hid_t ds, hid_t mt, hsize_t at, hsize_t rows, hsize_
         return DS_FAIL(DS_ERR_IO, "%s: cannot select rows %llu..%llu", object_of(ds, on, sizeof on),
                        (unsigned long long)at, (unsigned long long)(at + rows));
     ds_status st = DS_OK;
-    if (H5Dwrite(ds, mt, mem, file, H5P_DEFAULT, data) < 0)
-        st = DS_FAIL(DS_ERR_IO, "%s: writing rows %llu..%llu failed", object_of(ds, on, sizeof on),
-                     (unsigned long long)at, (unsigned long long)(at + rows));
+    if (H5Dwrite(ds, mt, mem, file, H5P_DEFAULT, data) < 0) {
+        char why[1024];
+        ds_h5_reason(why, sizeof why);
+        st = DS_FAIL(DS_ERR_IO, "%s: writing rows %llu..%llu failed (%s)", object_of(ds, on, sizeof on),
+                     (unsigned long long)at, (unsigned long long)(at + rows), why);
+    }
     H5Sclose(mem);
     H5Sclose(file);
     return st;

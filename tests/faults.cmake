@@ -1,8 +1,12 @@
 # Faults a user or a machine inflicts (issue 13), each a regression test:
 # bad numbers and paths, a failed prep over a good file, corrupted
-# checkpoints (tests/faults/test_bad_input.sh), a disk that fills while a
-# checkpoint is written (test_full_disk.sh: mounts a small tmpfs; skipped,
-# saying why, where it cannot), and a scheduler's SIGTERM/SIGUSR1 on 1 and 2
+# checkpoints (tests/faults/test_bad_input.sh), disk faults on real file
+# systems (test_full_disk.sh: mounts small tmpfs; skipped, saying why, where
+# it cannot): a disk that fills while a checkpoint is written, a read-only
+# checkpoint directory refused before the first step, one remounted
+# read-only mid-run (stop and continue), prep onto a full disk and into a
+# read-only directory (the old --out kept, no crash, no debris), and a
+# scheduler's SIGTERM/SIGUSR1 on 1 and 2
 # ranks (test_preempt.sh), and runs of non-finite gradients against
 # --max-bad-steps on 1 and 2 ranks (test_bad_steps.sh), and exact resume:
 # straight against stopped-and-resumed runs bit for bit, another rank count

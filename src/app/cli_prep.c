@@ -1,6 +1,7 @@
 /* cli_prep.c - `dstrain prep`: a corpus to one HDF5 feature file. Under
  * mpiexec every rank scans the corpus (the same sorted list), takes a
  * contiguous share, writes OUT.part-R; rank 0 merges the parts in order. */
+#include <hdf5.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,15 @@ int ds_cli_prep(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     if (a.verify)
         return verify(&a);
+    /* Prep writes its feature file through HDF5 on disk. When a write of it
+     * fails (a full disk), HDF5 1.10 cannot close it: its close fails, frees
+     * the file and keeps its ID, and HDF5's own clean-up at exit then
+     * crashes on that ID (SIGSEGV after the error was reported). The writer
+     * closes every file itself and prep commits its output before it
+     * returns, so HDF5 is left nothing to do at exit. */
+    if (H5dont_atexit() < 0)
+        fprintf(stderr, "dstrain prep: warning: H5dont_atexit failed (HDF5 already in use): a "
+                        "failed write may end in a crash at exit\n");
     int provided, rank = 0, size = 1;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "dstrain prep: MPI_Init_thread failed\n");

@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# A checkpoint directory on a filesystem that fills: the save that does not
-# fit is a clear error naming the file and the reason (no crash at exit, as
-# HDF5 once gave when its close failed), the previous checkpoint still
-# verifies, and --checkpoint-error continue trains on with a warning. The
-# filesystem is a small tmpfs this test mounts; without the privilege to
-# mount, it says so and is skipped (exit 77).
-# usage: test_full_disk.sh DSTRAIN
+# Disk faults on real file systems (small tmpfs mounts this test makes):
+# - a checkpoint directory on a filesystem that fills: the save that does
+#   not fit is a clear error naming the file and the reason (no crash at
+#   exit, as HDF5 once gave when its close failed), the previous checkpoint
+#   still verifies, and --checkpoint-error continue trains on with a warning;
+# - a read-only checkpoint directory, or one to be created on a read-only
+#   file system, is refused before the first step, naming it and the reason;
+# - the checkpoint file system remounted read-only mid-run: the next save
+#   names its file and the reason; stop exits 1 at that save (the previous
+#   checkpoint verifies), continue warns and finishes; the time from the
+#   remount to the exit is printed;
+# - prep onto a file system too small for the feature file, onto one with
+#   no room at all, and into a read-only directory: an error naming the file
+#   and the reason, an exit status (no crash), an existing --out unchanged
+#   and nothing left beside it.
+# Without the privilege to mount, it says so and is skipped (exit 77).
+# usage: test_full_disk.sh DSTRAIN [PYTHON]   (PYTHON writes the WAV tones)
 set -uo pipefail
-bin=$(readlink -f "$1")
+bin=$(readlink -f "$1") py=${2:-/usr/bin/python3}
 work=$(mktemp -d)
 mnt="$work/small"
 mkdir -p "$mnt"
-cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$work"; }
+mounts=() bg=
+cleanup() {
+  if [ -n "$bg" ]; then kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; fi
+  for m in "$mnt" "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
+trap 'exit 143' TERM INT   # through cleanup: nothing stays mounted
 . "$(dirname "$0")/../lib/checks.sh"
 # one tiny checkpoint (with its optimizer state) is about 570 KiB: room for
 # one and not two
@@ -20,6 +36,10 @@ if ! mount -t tmpfs -o size=900k tmpfs "$mnt" 2>/dev/null; then
   echo "skipped: cannot mount a small tmpfs here (needs root and mount privilege)"
   exit 77
 fi
+tmpfs() {   # DIR SIZE: a tmpfs of SIZE mounted on DIR (made), unmounted at exit
+  mkdir -p "$1" && mount -t tmpfs -o "size=$2" tmpfs "$1" && mounts+=("$1")
+}
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 run() {   # MODE DIR [STEPS]: a checkpoint every 2 steps: the second does not fit
   timeout 120 "$bin" train --model tiny --synthetic --steps "${3:-4}" --checkpoint-every 2 \
@@ -27,8 +47,7 @@ run() {   # MODE DIR [STEPS]: a checkpoint every 2 steps: the second does not fi
 }
 t0=$(date +%s.%N)
 out=$(run stop "$mnt/ck"); rc=$?
-secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-echo "stop: exit $rc after ${secs}s"
+echo "full disk, stop: exit $rc after $(since "$t0")s"
 if [ "$rc" -eq 1 ] && grep -q "step-00000004.h5.tmp" <<<"$out" && \
    grep -q "No space left on device" <<<"$out"; then
   ok
@@ -54,6 +73,116 @@ out=$(run continue "$mnt/ck" 6); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "checkpoint at step 6 not written (.*step-00000006.h5.tmp" <<<"$out"; then
   ok
 else bad "the second failed save's warning: exit $rc: $(grep warning <<<"$out")"; fi
+
+# --- a read-only checkpoint directory, there or to be made, is refused
+# before the first step (--print-every 1: a step trained would show)
+ro="$work/ro"
+if tmpfs "$ro" 64k && mkdir "$ro/ck" "$ro/prep" && printf 'the user'"'"'s\n' > "$ro/prep/good.h5" && \
+   mount -o remount,ro "$ro"; then
+  for dir in "$ro/ck" "$ro/new/ck"; do
+    out=$(timeout 60 "$bin" train --model tiny --synthetic --steps 4 --print-every 1 \
+            --checkpoint-dir "$dir" 2>&1); rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qF "$dir: " <<<"$out" && \
+       grep -q "Read-only file system" <<<"$out" && ! grep -q "^step \|^done:" <<<"$out"; then
+      ok
+    else bad "read-only checkpoint directory $dir: exit $rc: $out"; fi
+  done
+else bad "cannot set up a read-only tmpfs at $ro"; fi
+
+# --- the checkpoint file system turns read-only mid-run: steps 3 on of rank
+# 0 take 0.5 s longer each, so the remount lands between the save of step 2
+# and that of step 4
+live="$work/live"
+tmpfs "$live" 4m || bad "cannot mount a tmpfs at $live"
+ck="$live/ck"
+midrun() {   # MODE STEPS: trains until step 2's checkpoint, remounts read-only; sets out, rc, secs
+  out='' rc='' secs=''
+  if ! mount -o remount,rw "$live" || ! rm -rf "$ck"; then
+    bad "cannot make $live writable again"; return 1
+  fi
+  DSTRAIN_FAULT=slow:0:3-1000 timeout 60 "$bin" train --model tiny --synthetic --steps "$2" \
+    --checkpoint-every 2 --print-every 1 --checkpoint-dir "$ck" --checkpoint-error "$1" \
+    >"$work/midrun.out" 2>&1 &
+  bg=$!
+  while [ ! -e "$ck/step-00000002.h5" ] && kill -0 "$bg" 2>/dev/null; do sleep 0.02; done
+  if ! mount -o remount,ro "$live"; then
+    bad "$1: cannot remount $live read-only"
+    kill "$bg"; wait "$bg"; bg=; return 1
+  fi
+  local t0; t0=$(date +%s.%N)
+  wait "$bg"; rc=$?; bg=
+  secs=$(since "$t0")
+  out=$(cat "$work/midrun.out")
+  echo "read-only mid-run, $1: exit $rc ${secs}s after the remount"
+}
+if midrun stop 8; then
+  # exit 1 at the save of step 4: step 5 never starts
+  if [ "$rc" -eq 1 ] && grep -q "step-00000004.h5.tmp: .*Read-only file system" <<<"$out" && \
+     ! grep -q "injected fault (slow) at step 5" <<<"$out" && \
+     awk -v s="$secs" 'BEGIN { exit !(s < 20) }'; then
+    ok
+  else bad "read-only mid-run, --checkpoint-error stop: exit $rc after ${secs}s: $out"; fi
+  if "$bin" info "$ck/step-00000002.h5" 2>&1 | grep -q "^verified:" && \
+     [ "$(ls "$ck")" = "step-00000002.h5" ]; then
+    ok
+  else bad "read-only mid-run, stop: step 2 does not verify, or more was left: $(ls "$ck")"; fi
+fi
+if midrun continue 5; then   # saves at steps 4 and 5 (the end) fail; the run goes on
+  if [ "$rc" -eq 0 ] && \
+     grep -q "warning: checkpoint at step 4 not written (.*step-00000004.h5.tmp: .*Read-only file system" \
+       <<<"$out" && grep -q "^done: 5 steps" <<<"$out" && \
+     "$bin" info "$ck/step-00000002.h5" 2>&1 | grep -q "^verified:"; then
+    ok
+  else bad "read-only mid-run, --checkpoint-error continue: exit $rc: $out"; fi
+fi
+
+# --- prep onto a full disk: three one-second tones, and a tmpfs half the
+# size of their feature file, holding a small --out that must survive
+tones="$work/tones"
+mkdir -p "$tones"
+"$py" - "$tones" <<'PY' || bad "writing the tones with $py"
+import math, random, struct, sys, wave
+random.seed(5)
+for k in range(3):   # one second of a noisy tone each
+    with wave.open(f"{sys.argv[1]}/tone{k}.wav", "wb") as w:
+        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (220 + 50 * k) * i / 16000))
+                                           + random.randint(-300, 300)) for i in range(16000)))
+open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
+PY
+"$bin" prep manifest "$tones/ok.csv" --out "$tones/roomy.h5" --quiet >/dev/null 2>&1 \
+  || bad "prep of three tones onto a roomy disk"
+need=$(stat -c %s "$tones/roomy.h5" 2>/dev/null || echo 0)
+page=$(getconf PAGESIZE)
+half=$(( (need / 2 + page - 1) / page * page ))
+prep_fails() {   # NAME DIR REASON: prep onto DIR/good.h5 fails naming it and REASON, DIR as it was
+  local name=$1 dir=$2 why=$3 sum out rc
+  sum=$(sha256sum < "$dir/good.h5")
+  out=$(timeout 60 "$bin" prep manifest "$tones/ok.csv" --out "$dir/good.h5" --quiet 2>&1); rc=$?
+  echo "prep onto $name: exit $rc"
+  if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ]; then ok
+  else bad "prep onto $name: exit $rc, not a failure reported with an exit status: $out"; fi
+  if grep -qF "$dir/good.h5" <<<"$out" && grep -qF "$why" <<<"$out"; then ok
+  else bad "prep onto $name: the message does not name the file and \"$why\": $out"; fi
+  if [ "$(sha256sum < "$dir/good.h5")" = "$sum" ]; then ok
+  else bad "prep onto $name: the existing good.h5 changed"; fi
+  if [ "$(ls -A "$dir" | tr '\n' ' ')" = "good.h5 " ]; then ok
+  else bad "prep onto $name: left beside good.h5: $(ls -A "$dir" | tr '\n' ' ')"; fi
+}
+if [ "$half" -ge "$page" ] && [ "$half" -lt "$need" ]; then
+  full="$work/full"
+  if tmpfs "$full" "$half" && printf 'the user'"'"'s good feature file\n' > "$full/good.h5"; then
+    echo "prep: the feature file takes $need bytes, the tmpfs has $half"
+    prep_fails "a disk too small" "$full" "No space left on device"
+  else bad "cannot set up a $half-byte tmpfs at $full"; fi
+else bad "prep's feature file ($need bytes) leaves no tmpfs size below it"; fi
+# one page, taken by good.h5: not even the staged file's first bytes fit
+none="$work/none"
+if tmpfs "$none" "$page" && printf 'the user'"'"'s good feature file\n' > "$none/good.h5"; then
+  prep_fails "a disk with no room" "$none" "No space left on device"
+else bad "cannot set up a one-page tmpfs at $none"; fi
+# a read-only directory (on the read-only tmpfs above)
+prep_fails "a read-only directory" "$ro/prep" "Read-only file system"
 
 echo "test_full_disk: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
