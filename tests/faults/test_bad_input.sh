@@ -56,16 +56,7 @@ else bad "manifest audio path not resolved beside m.csv: $out"; fi
 # --- a feature file with one flipped byte in /features (values stay finite)
 # is refused when read, not trained on: the Fletcher32 checksum
 mkdir -p "$work/feat"
-"$py" - "$work/feat" <<'PY'
-import math, random, struct, sys, wave
-random.seed(5)
-for k in range(3):   # one second of a noisy tone each
-    with wave.open(f"{sys.argv[1]}/tone{k}.wav", "wb") as w:
-        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (220 + 50 * k) * i / 16000))
-                                           + random.randint(-300, 300)) for i in range(16000)))
-open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
-PY
+"$py" "$(dirname "$0")/../lib/tones.py" "$work/feat"
 "$bin" prep manifest "$work/feat/ok.csv" --out "$work/feat/good.h5" --quiet >/dev/null 2>&1 \
   || bad "prep of three tones"
 if "$bin" train --train "$work/feat/good.h5" --steps 2 --batch 2 --print-every 0 >/dev/null 2>&1; then

@@ -140,16 +140,7 @@ fi
 # size of their feature file, holding a small --out that must survive
 tones="$work/tones"
 mkdir -p "$tones"
-"$py" - "$tones" <<'PY' || bad "writing the tones with $py"
-import math, random, struct, sys, wave
-random.seed(5)
-for k in range(3):   # one second of a noisy tone each
-    with wave.open(f"{sys.argv[1]}/tone{k}.wav", "wb") as w:
-        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (220 + 50 * k) * i / 16000))
-                                           + random.randint(-300, 300)) for i in range(16000)))
-open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
-PY
+"$py" "$(dirname "$0")/../lib/tones.py" "$tones" || bad "writing the tones with $py"
 "$bin" prep manifest "$tones/ok.csv" --out "$tones/roomy.h5" --quiet >/dev/null 2>&1 \
   || bad "prep of three tones onto a roomy disk"
 need=$(stat -c %s "$tones/roomy.h5" 2>/dev/null || echo 0)

@@ -19,16 +19,7 @@ if ! "$py" -c 'import h5py, numpy' 2>/dev/null; then
 fi
 
 # --- a real feature file: three noisy one-second tones through the real prep
-"$py" - "$work" <<'PY'
-import math, random, struct, sys, wave
-random.seed(5)
-for k in range(3):
-    with wave.open(f"{sys.argv[1]}/tone{k}.wav", "wb") as w:
-        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (220 + 50 * k) * i / 16000))
-                                           + random.randint(-300, 300)) for i in range(16000)))
-open(f"{sys.argv[1]}/ok.csv", "w").write("".join(f"tone{k}.wav,hello world\n" for k in range(3)))
-PY
+"$py" "$(dirname "$0")/../lib/tones.py" "$work"
 good="$work/good.h5"
 if ! "$bin" prep manifest "$work/ok.csv" --out "$good" --quiet >/dev/null 2>&1; then
   echo "FAIL: prep of three tones" >&2
