@@ -36,6 +36,34 @@ ds_status ds_file_commit(const char *tmp, const char *path)
     return sync_path(dirname(dir));
 }
 
+ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t cap, FILE **f)
+{
+    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap)
+        return DS_FAIL(DS_ERR_ARG, "%s: path too long for the %s", path, what);
+    *f = fopen(tmp, "w");
+    return *f ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot write the %s: %s", tmp, what, strerror(errno));
+}
+
+ds_status ds_file_close_commit(FILE *f, const char *tmp, const char *path, const char *what)
+{
+    const int failed = ferror(f);
+    const int closed = fclose(f);   /* flushes: a full disk shows here */
+    if (closed != 0 || failed) {
+        const char *why = closed != 0 ? strerror(errno) : "a write failed";
+        unlink(tmp);
+        return DS_FAIL(DS_ERR_IO, "%s: writing the %s failed (%s); %s is as it was", tmp, what,
+                       why, path);
+    }
+    return ds_file_commit(tmp, path);
+}
+
+void ds_file_abandon(FILE *f, const char *tmp)
+{
+    if (f)
+        fclose(f);
+    unlink(tmp);
+}
+
 /* mkdir -p: every missing parent of dir, then dir. */
 static int make_dirs(const char *dir)
 {

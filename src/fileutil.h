@@ -4,6 +4,7 @@
 #define DS_FILEUTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "status.h"
 
@@ -11,6 +12,14 @@
  * directory, so path holds either the old or the new file. On failure tmp is
  * removed and path is untouched. */
 ds_status ds_file_commit(const char *tmp, const char *path);
+
+/* A text output written whole or not at all: *f opens tmp [cap] = path.tmp
+ * for writing; ds_file_close_commit closes it, checking every write, and
+ * commits it over path; ds_file_abandon closes and removes it. what names
+ * the output in errors. */
+ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t cap, FILE **f);
+ds_status ds_file_close_commit(FILE *f, const char *tmp, const char *path, const char *what);
+void ds_file_abandon(FILE *f, const char *tmp);
 
 /* dir exists (created if missing), is a directory and takes a file (one is
  * written and removed): checked before work that will write there starts.

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench_report.h"
+#include "fileutil.h"
 #include "build_info.h"
 #include "reduce.h"
 
@@ -342,9 +343,9 @@ static const char *const csv_cols[] = {
 
 ds_status ds_bench_write_csv(const char *path, const cJSON *results)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot write the CSV", path);
+    char tmp[4200];
+    FILE *f;
+    DS_TRY(ds_file_open_tmp(path, "CSV", tmp, sizeof tmp, &f));
     const size_t n = sizeof csv_cols / sizeof csv_cols[0];
     for (size_t i = 0; i < n; i++)
         fprintf(f, "%s%s", i ? "," : "", csv_cols[i]);
@@ -366,9 +367,7 @@ ds_status ds_bench_write_csv(const char *path, const cJSON *results)
         }
         fputc('\n', f);
     }
-    if (ferror(f) | fclose(f))
-        return DS_FAIL(DS_ERR_IO, "%s: writing the CSV failed", path);
-    return DS_OK;
+    return ds_file_close_commit(f, tmp, path, "CSV");
 }
 
 ds_status ds_bench_write_json(const char *path, const cJSON *doc)
@@ -376,14 +375,15 @@ ds_status ds_bench_write_json(const char *path, const cJSON *doc)
     char *text = cJSON_Print(doc);
     if (!text)
         return DS_FAIL(DS_ERR_MEM, "bench: JSON text");
-    FILE *f = fopen(path, "w");
-    if (!f) {
+    char tmp[4200];
+    FILE *f;
+    ds_status st = ds_file_open_tmp(path, "results", tmp, sizeof tmp, &f);
+    if (st != DS_OK) {
         free(text);
-        return DS_FAIL(DS_ERR_IO, "%s: cannot write the results", path);
+        return st;
     }
-    const int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+    fputs(text, f);
+    fputc('\n', f);
     free(text);
-    if (bad | ferror(f) | fclose(f))
-        return DS_FAIL(DS_ERR_IO, "%s: writing the results failed", path);
-    return DS_OK;
+    return ds_file_close_commit(f, tmp, path, "results");
 }

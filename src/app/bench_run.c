@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "fileutil.h"
 #include "train_run.h"
 
 #define POOL 4             /* synthetic global batches, used in turn */
@@ -28,6 +29,7 @@ typedef struct {
     int n_pool;
     ds_range_time *ranges;        /* [RANGE_SLOTS] */
     FILE *trace;                  /* --trace on a backend without a kernel profiler */
+    char trace_tmp[4200];         /* where it is written until complete */
     double t_timed0;              /* when the timed steps began */
     int trace_events;
 } bench_state;
@@ -265,9 +267,8 @@ static ds_status bench(bench_state *s)
     if (c->run.train_path)
         DS_TRY(ds_run_epoch_begin(&s->r, 0));
     if (c->profile == DS_PROFILE_LAYERS && c->trace_path && s->r.rank == 0) {
-        s->trace = fopen(c->trace_path, "w");
-        if (!s->trace)
-            return DS_FAIL(DS_ERR_IO, "%s: cannot write the trace", c->trace_path);
+        DS_TRY(ds_file_open_tmp(c->trace_path, "trace", s->trace_tmp, sizeof s->trace_tmp,
+                                &s->trace));
         fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", s->trace);
     }
     DS_TRY(run_steps(s));
@@ -275,8 +276,7 @@ static ds_status bench(bench_state *s)
         FILE *f = s->trace;
         s->trace = NULL;
         fputs("\n]}\n", f);
-        if (ferror(f) | fclose(f))
-            return DS_FAIL(DS_ERR_IO, "%s: writing the trace failed", c->trace_path);
+        DS_TRY(ds_file_close_commit(f, s->trace_tmp, c->trace_path, "trace"));
     }
     return finish(s);
 }
@@ -301,8 +301,8 @@ ds_status ds_bench_run(const ds_bench_cfg *c, ds_bench_result *res)
         ds_clear_error();
         st = DS_OK;
     }
-    if (s.trace)
-        fclose(s.trace);
+    if (s.trace)   /* a run that failed leaves no half trace */
+        ds_file_abandon(s.trace, s.trace_tmp);
     for (int k = 0; k < POOL; k++) {
         ds_batch_free(&s.global[k]);
         ds_batch_free(&s.share[k]);

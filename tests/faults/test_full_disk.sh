@@ -13,7 +13,7 @@
 # - prep onto a file system too small for the feature file, onto one with
 #   no room at all, and into a read-only directory: an error naming the file
 #   and the reason, an exit status (no crash), an existing --out unchanged
-#   and nothing left beside it.
+#   and nothing left beside it; the same for bench's --out on the full disk.
 # Without the privilege to mount, it says so and is skipped (exit 77).
 # usage: test_full_disk.sh DSTRAIN [PYTHON]   (PYTHON writes the WAV tones)
 set -uo pipefail
@@ -174,6 +174,16 @@ if tmpfs "$none" "$page" && printf 'the user'"'"'s good feature file\n' > "$none
 else bad "cannot set up a one-page tmpfs at $none"; fi
 # a read-only directory (on the read-only tmpfs above)
 prep_fails "a read-only directory" "$ro/prep" "Read-only file system"
+
+# --- bench's results onto the full disk: the previous results stay whole
+sum=$(sha256sum < "$none/good.h5")
+out=$(timeout 120 "$bin" bench --model tiny --synthetic --batch 2 --warmup 1 --steps 2 \
+        --out "$none/good.h5" 2>&1); rc=$?
+echo "bench --out onto a disk with no room: exit $rc"
+if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qF "$none/good.h5" <<<"$out" && \
+   grep -q "No space left on device" <<<"$out" && [ "$(sha256sum < "$none/good.h5")" = "$sum" ] && \
+   [ "$(ls -A "$none" | tr '\n' ' ')" = "good.h5 " ]; then ok
+else bad "bench --out onto a full disk: exit $rc, left $(ls -A "$none" | tr '\n' ' '): $out"; fi
 
 echo "test_full_disk: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
