@@ -210,7 +210,8 @@ __device__ void ctc_beta(int T, int blank, const int *__restrict__ lab, int S, s
 
 /* Kernel 2, block i = utterance i. len, label_off, label_len [n], labels
  * [..], lp [t][n][c] -> alpha, beta [n][t][smax] (beta only with want_beta),
- * loss [n] (scalar) = -log p, ll [n] (-inf where no gradient is formed). */
+ * loss [n] (scalar) = -log p, ll [n] (-inf where no gradient is formed, +inf
+ * for bad lengths or labels). */
 __global__ void ctc_recursions(int t, int n, int c, int blank, const int *__restrict__ len,
                                const int *__restrict__ labels, const int *__restrict__ label_off,
                                const int *__restrict__ label_len, int max_label_len,
@@ -233,11 +234,12 @@ __global__ void ctc_recursions(int t, int n, int c, int blank, const int *__rest
     else if (need <= T)   /* too few frames: no path, the recursion would only confirm it */
         ll = ctc_alpha(T, blank, lab, S, smax, lpi, fstride, alpha_all + (size_t)i * t * smax);
     /* a NaN from bad logits is passed on (gradient formed, as the CPU does);
-     * one from bad lengths or labels gets a zero gradient */
+     * bad lengths or labels (which the CPU refuses with an error) get a NaN
+     * loss and, marked by ll +inf, a NaN gradient: the step is skipped */
     const bool grad = ok && ll != -INFINITY && T > 0;
     if (threadIdx.x == 0) {
         loss[i] = -ll;
-        ll_out[i] = grad ? ll : -INFINITY;
+        ll_out[i] = !ok ? INFINITY : grad ? ll : -INFINITY;
     }
     if (want_beta && grad)
         ctc_beta(T, blank, lab, S, smax, lpi, fstride, beta_all + (size_t)i * t * smax);
@@ -245,7 +247,7 @@ __global__ void ctc_recursions(int t, int n, int c, int blank, const int *__rest
 
 /* Kernel 3, a block per row (s, i) of dlogits [t][n][c] (assigns): scale *
  * loss_scale[0] (NULL: 1) * (softmax - occupancy), the occupancy of class k summed over the states of k
- * in state order; zero past len[i] and where ll[i] is -inf. */
+ * in state order; zero past len[i] and where ll[i] is -inf, NaN where it is +inf. */
 template <typename T>
 __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__ len,
                          const int *__restrict__ labels, const int *__restrict__ label_off,
@@ -263,6 +265,11 @@ __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__
         const int s = (int)(r / n), i = (int)(r % n);
         T *g = dlogits + r * c;
         const double ll = ll_all[i];
+        if (ll == INFINITY) {   /* bad lengths or labels: every row NaN */
+            for (int k = threadIdx.x; k < c; k += blockDim.x)
+                g[k] = ds_round<T>(NAN);
+            continue;
+        }
         if (ll == -INFINITY || s >= len[i]) {
             for (int k = threadIdx.x; k < c; k += blockDim.x)
                 g[k] = ds_round<T>(0);

@@ -60,7 +60,7 @@ static ds_status open_checked(const char *path, hid_t *out)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* errors are reported through ds_fail */
     *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*out < 0) {
-        char why[256];
+        char why[1024];
         return DS_FAIL(DS_ERR_IO, "%s: HDF5 cannot open it: %s (%lld bytes on disk: truncated, "
                        "damaged or locked)", path, ds_h5_reason(why, sizeof why),
                        (long long)sb.st_size);
@@ -119,7 +119,7 @@ static herr_t read_rows(hid_t ds, hid_t mt, hid_t space, int rank, const hsize_t
  * dimension, so that HDF5 checks every chunk's checksum. */
 static ds_status read_whole(visit_ctx *v, hid_t ds, const char *name)
 {
-    char why[256];
+    char why[1024];
     ds_status st = DS_OK;
     hid_t ft = H5Dget_type(ds), space = H5Dget_space(ds);
     hid_t mt = ft < 0 ? -1 : H5Tget_native_type(ft, H5T_DIR_DEFAULT);
@@ -169,7 +169,7 @@ static herr_t visit_one(hid_t g, const char *name, const H5L_info_t *info, void 
     visit_ctx *v = p;
     if (info->type != H5L_TYPE_HARD || !strcmp(name, "features"))   /* /features: step 5 */
         return 0;
-    char why[256];
+    char why[1024];
     hid_t obj = H5Oopen(g, name, H5P_DEFAULT);
     if (obj < 0) {
         v->st = DS_FAIL(DS_ERR_IO, "%s: /%s: cannot open (%s)", v->path, name,
@@ -185,7 +185,7 @@ static herr_t visit_one(hid_t g, const char *name, const H5L_info_t *info, void 
 static ds_status read_small_datasets(const char *path, hid_t f, ds_verify_summary *sum)
 {
     visit_ctx v = {path, sum, DS_OK};
-    char why[256];
+    char why[1024];
     if (H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, visit_one, &v) < 0 && v.st == DS_OK)
         v.st = DS_FAIL(DS_ERR_IO, "%s: cannot list its groups and datasets (%s)", path,
                        ds_h5_reason(why, sizeof why));

@@ -67,7 +67,7 @@ static int read_rows(const scan *s, hsize_t r0, hsize_t rows, char *why)
  * cannot be read, to name its rows and utterance. */
 static ds_status read_slice(scan *s, hsize_t r0, hsize_t rows)
 {
-    char why[256], where[600];
+    char why[1024], where[600];
     if (read_rows(s, r0, rows, why))
         return DS_OK;
     for (hsize_t a = r0; a < r0 + rows; a += s->chunk_rows) {
@@ -201,7 +201,7 @@ static ds_status scan_all(scan *s)
 ds_status ds_verify_features(ds_verify_ctx *c)
 {
     scan s = {.c = c, .ds = -1, .mt = -1, .cols = (size_t)c->d->n_features};
-    char why[256];
+    char why[1024];
     ds_status st = DS_OK;
     s.ds = H5Dopen2(ds_dataset_file(c->d), "features", H5P_DEFAULT);
     if (s.ds < 0)

@@ -113,11 +113,14 @@ ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtyp
         st = DS_FAIL(DS_ERR_MEM, "%s: statistics of %d features", path, w->n_features);
         goto free_writer;
     }
+    /* a tmp file there already may be another writer's (its lock fails our create) */
+    const int existed = access(w->tmp, F_OK) == 0;
     DS_TRY_GOTO(st, open_file(w), remove_tmp);
     *out = w;
     return DS_OK;
 remove_tmp:   /* a create that failed writing (full disk) leaves the file it made */
-    unlink(w->tmp);
+    if (w->file >= 0 || !existed)
+        unlink(w->tmp);
 free_writer:
     release(w);
     return st;

@@ -129,7 +129,7 @@ enum {
 
 /* The loss of a batch in backend memory (scalar role). */
 enum {
-    DS_LOSS_MEAN,        /* sum of the finite utterance losses / the loss norm */
+    DS_LOSS_MEAN,        /* sum of the utterance losses but +inf ones / the loss norm */
     DS_LOSS_INFINITE,    /* utterances without a valid alignment (zero_infinity; a NaN
                             loss is not one of them: it makes the mean NaN) */
     DS_LOSS_SCALARS

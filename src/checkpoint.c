@@ -216,7 +216,12 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     char fmt[64], dts[32];
     char *json = malloc(65536);
     double version = 0;
+    int sealed = 0;
     ds_status st = json ? DS_OK : DS_FAIL(DS_ERR_MEM, "config buffer");
+    /* before any attribute is believed, format and version too; a seal is
+     * checked whenever present, and from version 3 on it must be */
+    if (st == DS_OK)
+        st = ds_h5_check_attrs(f, path, 0, &sealed);
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "format", fmt, sizeof fmt);
     if (st == DS_OK && strcmp(fmt, CKPT_FORMAT) != 0)
@@ -226,9 +231,8 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     if (st == DS_OK && version != 1 && version != 2 && version != CKPT_VERSION)
         st = DS_FAIL(DS_ERR_IO, "%s: checkpoint version %g, this dstrain reads 1 to %d", path,
                      version, CKPT_VERSION);
-    /* before any attribute is believed; older versions carry no seal */
-    if (st == DS_OK)
-        st = ds_h5_check_attrs(f, path, version >= 3, NULL);
+    if (st == DS_OK && version >= 3 && !sealed)
+        st = DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", path, DS_H5_SEAL_ATTR);
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "config", json, 65536);
     if (st == DS_OK)

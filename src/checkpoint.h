@@ -1,4 +1,4 @@
-/* checkpoint.h - checkpoints in HDF5 (format "dstrain-checkpoint", 2):
+/* checkpoint.h - checkpoints in HDF5 (format "dstrain-checkpoint", 3):
  *   /params/<name>        every parameter, master role (FP32; FP64 in fp64 runs)
  *   /state/<name>         BatchNorm running statistics
  *   /optim/slot<i>/<name> the optimizer's state, laid out as /params
@@ -9,10 +9,12 @@
  *   step, epoch, the features and normalisation the model was trained on, and
  *   for a resume: next_epoch, next_batch (where the sample order goes on),
  *   bad_run, rng (the synthetic data's generator) and run_config (every
- *   training option, key=value lines).
+ *   training option, key=value lines); attributes_crc32, the CRC-32 of all
+ *   the others (h5seal.h).
  * Every dataset carries HDF5's Fletcher32 checksum. Written whole in memory,
- * then to a temporary name, fsynced, renamed, directory fsynced. Version 1
- * files (parameters only) still load for eval and transcribe. */
+ * then to a temporary name, fsynced, renamed, directory fsynced. Version 2
+ * files (no attributes_crc32) still resume; version 1 files (parameters
+ * only) still load for eval and transcribe. */
 #ifndef DS_CHECKPOINT_H
 #define DS_CHECKPOINT_H
 

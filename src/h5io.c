@@ -114,7 +114,7 @@ ds_status ds_h5_create(const char *path, hid_t *out)
     *out = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (*out >= 0)
         return DS_OK;
-    char why[256];
+    char why[1024];
     ds_h5_reason(why, sizeof why);   /* before lock_hint reads it */
     return DS_FAIL(DS_ERR_IO, "%s: cannot create HDF5 file (%s)%s", path, why, lock_hint(why));
 }
@@ -125,7 +125,7 @@ ds_status ds_h5_open(const char *path, int writable, hid_t *out)
     *out = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*out >= 0)
         return DS_OK;
-    char why[256];
+    char why[1024];
     ds_h5_reason(why, sizeof why);   /* before lock_hint reads it */
     return DS_FAIL(DS_ERR_IO, "%s: cannot open as HDF5 (%s): missing, truncated, not HDF5, or "
                    "locked%s", path, why, lock_hint(why));

@@ -20,8 +20,60 @@ typedef struct {
     ds_status st;
 } digest;
 
-/* name, then the attribute's bytes as stored (read in its own file type, so
- * HDF5 converts nothing and the sum is the same on any host). */
+/* v into the sum as 8 little-endian bytes (the same on any host) */
+static void add_u64(digest *d, uint64_t v)
+{
+    unsigned char b[8];
+    for (int k = 0; k < 8; k++)
+        b[k] = (unsigned char)(v >> (8 * k));
+    d->crc = crc32(d->crc, b, sizeof b);
+}
+
+/* What decides how the stored bytes read: a flipped bit in a type's byte
+ * order or exponent bias, or in a shape, changes the value read while the
+ * bytes stay the same. Summed as a description (class, size, order,
+ * precision and the class's own fields; rank and dimensions), not HDF5's
+ * encoding, so the sum does not depend on the HDF5 version. */
+static void add_layout(digest *d, hid_t t, hid_t s)
+{
+    const H5T_class_t cls = H5Tget_class(t);
+    add_u64(d, (uint64_t)cls);
+    add_u64(d, H5Tget_size(t));
+    if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
+        H5T_pad_t lsb = H5T_PAD_ERROR, msb = H5T_PAD_ERROR;
+        H5Tget_pad(t, &lsb, &msb);
+        add_u64(d, (uint64_t)H5Tget_order(t));
+        add_u64(d, H5Tget_precision(t));
+        add_u64(d, (uint64_t)H5Tget_offset(t));
+        add_u64(d, (uint64_t)lsb);
+        add_u64(d, (uint64_t)msb);
+    }
+    if (cls == H5T_INTEGER)
+        add_u64(d, (uint64_t)H5Tget_sign(t));
+    if (cls == H5T_FLOAT) {
+        size_t f[5] = {0, 0, 0, 0, 0};
+        H5Tget_fields(t, &f[0], &f[1], &f[2], &f[3], &f[4]);
+        for (int k = 0; k < 5; k++)
+            add_u64(d, f[k]);
+        add_u64(d, H5Tget_ebias(t));
+        add_u64(d, (uint64_t)H5Tget_norm(t));
+        add_u64(d, (uint64_t)H5Tget_inpad(t));
+    }
+    if (cls == H5T_STRING) {
+        add_u64(d, (uint64_t)H5Tget_strpad(t));
+        add_u64(d, (uint64_t)H5Tget_cset(t));
+    }
+    hsize_t dims[H5S_MAX_RANK];
+    const int rank = H5Sget_simple_extent_dims(s, dims, NULL);
+    add_u64(d, (uint64_t)H5Sget_simple_extent_type(s));
+    add_u64(d, (uint64_t)rank);
+    for (int k = 0; k < rank; k++)
+        add_u64(d, dims[k]);
+}
+
+/* name, type and shape, then the attribute's bytes as stored (read in its
+ * own file type, so HDF5 converts nothing and the sum is the same on any
+ * host). */
 static herr_t add_attr(hid_t loc, const char *name, const H5A_info_t *info, void *p)
 {
     (void)info;
@@ -51,6 +103,7 @@ static herr_t add_attr(hid_t loc, const char *name, const H5A_info_t *info, void
         d->st = DS_FAIL(DS_ERR_IO, "%s: attribute %s: read failed", d->path, name);
     else {
         d->crc = crc32(d->crc, (const Bytef *)name, (uInt)strlen(name) + 1);
+        add_layout(d, t, s);
         d->crc = crc32(d->crc, buf, (uInt)bytes);
     }
     free(buf);
@@ -87,7 +140,11 @@ ds_status ds_h5_check_attrs(hid_t loc, const char *path, int required, int *seal
 {
     if (sealed)
         *sealed = 0;
-    if (H5Aexists(loc, DS_H5_SEAL_ATTR) <= 0)
+    const htri_t there = H5Aexists(loc, DS_H5_SEAL_ATTR);
+    if (there < 0)   /* a damaged attribute table: never read as "no seal" */
+        return DS_FAIL(DS_ERR_IO, "%s: cannot look up attribute %s (corrupted)", path,
+                       DS_H5_SEAL_ATTR);
+    if (!there)
         return required ? DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", path,
                                   DS_H5_SEAL_ATTR)
                         : DS_OK;

@@ -14,7 +14,9 @@
 #define DS_H5_SEAL_ATTR "attributes_crc32"
 
 /* Writes (or rewrites) loc's seal: the CRC-32 of every other attribute of
- * loc, in name order, each its name then its bytes as stored. Call it after
+ * loc, in name order, each its name, its type and shape (as a description:
+ * class, size, byte order, precision, float fields and bias, string
+ * padding; rank and dimensions), then its bytes as stored. Call it after
  * the last attribute is written. */
 ds_status ds_h5_seal_attrs(hid_t loc);
 

@@ -45,13 +45,21 @@ ds_status ds_log_open(ds_log *l, const char *path, int append)
     return l->f ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot open the metrics log for writing", path);
 }
 
-/* JSON has no inf/nan: write null for them. */
-static void put_num(FILE *f, const char *key, double v, int last)
+const char *ds_json_num(double v, char *buf)
 {
     if (isfinite(v))
-        fprintf(f, "\"%s\":%.10g%s", key, v, last ? "" : ",");
+        snprintf(buf, 32, "%.10g", v);
     else
-        fprintf(f, "\"%s\":null%s", key, last ? "" : ",");
+        snprintf(buf, 32, "null");
+    return buf;
+}
+
+double ds_printable(double v) { return isnan(v) ? NAN : v; }
+
+static void put_num(FILE *f, const char *key, double v, int last)
+{
+    char num[32];
+    fprintf(f, "\"%s\":%s%s", key, ds_json_num(v, num), last ? "" : ",");
 }
 
 ds_status ds_log_step(ds_log *l, const ds_step_metrics *m)

@@ -39,6 +39,12 @@ ds_status ds_log_open(ds_log *l, const char *path, int append);
 ds_status ds_log_step(ds_log *l, const ds_step_metrics *m);
 /* Writes a free-form JSON object (the caller formats it, without newline). */
 ds_status ds_log_raw(ds_log *l, const char *json);
+/* v as a JSON value into buf [32]: "%.10g", or null for inf and NaN (JSON
+ * has neither). Returns buf. */
+const char *ds_json_num(double v, char *buf);
+/* v for printf: a NaN made positive, so a NaN loss prints "nan", never
+ * glibc's "-nan". */
+double ds_printable(double v);
 void ds_log_close(ds_log *l);
 
 /* Console printing from rank 0 only (the rank is set by the MPI layer). */

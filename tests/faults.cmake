@@ -16,7 +16,8 @@ add_test(NAME faults_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_bad_input.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
 add_test(NAME faults_full_disk
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_full_disk.sh $<TARGET_FILE:dstrain>)
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_full_disk.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
 add_test(NAME faults_preempt
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_preempt.sh $<TARGET_FILE:dstrain>)
 add_test(NAME faults_bad_steps

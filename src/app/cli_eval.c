@@ -13,6 +13,7 @@
 #include "evaluate.h"
 #include "audio_features.h"
 #include "filter.h"
+#include "log.h"
 
 static ds_status run_eval(const char *ckpt, const char *data, int batch)
 {
@@ -39,7 +40,8 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
     ds_eval_result r;
     DS_TRY_GOTO(st, ds_evaluate(m, d, keep, n, batch, info.norm, &r), out);
     printf("%s: %ld utterances (%ld too short for the model, not scored)\n", data, n, fs.ctc_impossible);
-    printf("WER %.4f  CER %.4f  loss %.4f\n", ds_score_wer(&r.score), ds_score_cer(&r.score), r.loss);
+    printf("WER %.4f  CER %.4f  loss %.4f\n", ds_score_wer(&r.score), ds_score_cer(&r.score),
+           ds_printable(r.loss));
 out:
     ds_cli_free_model(ctx, m);
     free(keep);

@@ -230,9 +230,9 @@ int ds_cli_prep(int argc, char **argv)
      * crashes on that ID (SIGSEGV after the error was reported). The writer
      * closes every file itself and prep commits its output before it
      * returns, so HDF5 is left nothing to do at exit. */
-    if (H5dont_atexit() < 0)
-        fprintf(stderr, "dstrain prep: warning: H5dont_atexit failed (HDF5 already in use): a "
-                        "failed write may end in a crash at exit\n");
+    if (H5dont_atexit() < 0)   /* HDF5 1.10 refuses only a second call */
+        fprintf(stderr, "dstrain prep: warning: H5dont_atexit failed: a failed write may end "
+                        "in a crash at exit\n");
     int provided, rank = 0, size = 1;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "dstrain prep: MPI_Init_thread failed\n");

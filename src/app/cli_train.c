@@ -352,7 +352,8 @@ int ds_cli_train(int argc, char **argv)
         ds_world_finalize(&world);
         return 0;
     }
-    ds_print("done: %ld steps, loss %.4f -> %.4f", r.steps, r.first_loss, r.last_loss);
+    ds_print("done: %ld steps, loss %.4f -> %.4f", r.steps, ds_printable(r.first_loss),
+             ds_printable(r.last_loss));
     if (r.last_cer >= 0)
         ds_print(", batch CER %.3f", r.last_cer);
     if (r.steps > 1)

@@ -110,7 +110,11 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     if (r->rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
         int removed;
-        DS_TRY(ds_checkpoint_remove_partial(o->checkpoint_dir, &removed));
+        if (ds_checkpoint_remove_partial(o->checkpoint_dir, &removed) != DS_OK) {
+            /* harmless where it stays: a resume never chooses it */
+            ds_print("warning: %s; training goes on\n", ds_last_error());
+            ds_clear_error();
+        }
         if (removed)
             ds_print("removed %d partial checkpoint%s (step-N.h5.tmp) left by a save cut short\n",
                      removed, removed == 1 ? "" : "s");
@@ -159,7 +163,7 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch)
 
 static void print_step(long total, const ds_step_metrics *s)
 {
-    const double loss = isnan(s->loss) ? NAN : s->loss;   /* "nan", not glibc's "-nan" */
+    const double loss = ds_printable(s->loss);
     ds_print("step %6ld/%ld  epoch %d  loss %8.4f  cer %5.3f  lr %.3g  |g| %8.3f  %6.1f ms  "
              "%7.1f utt/s%s\n",
              s->step, total, s->epoch, loss, s->cer, s->lr, s->grad_norm, s->step_ms,
@@ -260,14 +264,15 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         res->val_cer = ds_score_cer(&ev.score);
         res->val_wer = ds_score_wer(&ev.score);
         res->val_loss = ev.loss;
-        char line[512];
+        char line[512], loss[32];
         snprintf(line, sizeof line,
-                 "{\"eval\":\"val\",\"epoch\":%d,\"step\":%ld,\"loss\":%.10g,\"wer\":%.6f,"
+                 "{\"eval\":\"val\",\"epoch\":%d,\"step\":%ld,\"loss\":%s,\"wer\":%.6f,"
                  "\"cer\":%.6f,\"utterances\":%ld,\"n_inf\":%ld}",
-                 epoch, step, ev.loss, res->val_wer, res->val_cer, ev.score.utterances, ev.n_infinite);
+                 epoch, step, ds_json_num(ev.loss, loss), res->val_wer, res->val_cer,
+                 ev.score.utterances, ev.n_infinite);
         DS_TRY(ds_log_raw(&r->log, line));
-        ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch, ev.loss,
-                 res->val_wer, res->val_cer, ev.score.utterances);
+        ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch,
+                 ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances);
     }
     /* at the end of every epoch (and of the run), unless this step's is written */
     if (r->o->checkpoint_dir && r->tried_step != step)

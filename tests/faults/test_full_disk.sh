@@ -23,7 +23,7 @@ mnt="$work/small"
 mkdir -p "$mnt"
 mounts=() bg=
 cleanup() {
-  if [ -n "$bg" ]; then kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; fi
+  if [ -n "$bg" ]; then kill -CONT "$bg" 2>/dev/null; kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; fi
   for m in "$mnt" "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
   rm -rf "$work"
 }
@@ -100,15 +100,19 @@ midrun() {   # MODE STEPS: trains until step 2's checkpoint, remounts read-only;
   if ! mount -o remount,rw "$live" || ! rm -rf "$ck"; then
     bad "cannot make $live writable again"; return 1
   fi
-  DSTRAIN_FAULT=slow:0:3-1000 timeout 60 "$bin" train --model tiny --synthetic --steps "$2" \
+  DSTRAIN_FAULT=slow:0:3-1000 "$bin" train --model tiny --synthetic --steps "$2" \
     --checkpoint-every 2 --print-every 1 --checkpoint-dir "$ck" --checkpoint-error "$1" \
     >"$work/midrun.out" 2>&1 &
   bg=$!
   while [ ! -e "$ck/step-00000002.h5" ] && kill -0 "$bg" 2>/dev/null; do sleep 0.02; done
+  # the trainer held still while the file system turns read-only, so a busy
+  # machine cannot let it reach step 4's save first
+  kill -STOP "$bg" 2>/dev/null
   if ! mount -o remount,ro "$live"; then
     bad "$1: cannot remount $live read-only"
-    kill "$bg"; wait "$bg"; bg=; return 1
+    kill -CONT "$bg"; kill "$bg"; wait "$bg"; bg=; return 1
   fi
+  kill -CONT "$bg" 2>/dev/null
   local t0; t0=$(date +%s.%N)
   wait "$bg"; rc=$?; bg=
   secs=$(since "$t0")

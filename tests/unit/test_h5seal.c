@@ -1,6 +1,7 @@
 /* test_h5seal.c - the attributes' CRC-32 (src/h5seal.c): a sealed file
- * checks; any attribute changed afterwards, added or removed, or the seal
- * itself changed, is a mismatch naming the file; the sum does not depend on
+ * checks; any attribute changed afterwards (its value, or only its type:
+ * byte order, exponent bias), added or removed, or the seal itself changed,
+ * is a mismatch naming the file; the sum does not depend on
  * the order the attributes were written in; an unsealed file passes only
  * when a seal is not required; a variable-length attribute is refused. */
 #include <stdlib.h>
@@ -23,6 +24,20 @@ static ds_status write_three(const char *path, int reversed, hid_t *out)
         DS_TRY(st);
     }
     return DS_OK;
+}
+
+/* attribute name rewritten holding bytes [8] as stored, in file type ft */
+static int write_raw(hid_t f, const char *name, hid_t ft, const void *bytes)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    int ok = sp >= 0 && H5Adelete(f, name) >= 0;
+    hid_t a = ok ? H5Acreate2(f, name, ft, sp, H5P_DEFAULT, H5P_DEFAULT) : H5I_INVALID_HID;
+    ok = a >= 0 && H5Awrite(a, ft, bytes) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ok;
 }
 
 static int64_t seal_of(hid_t f)
@@ -83,6 +98,21 @@ int main(void)
     T_CHECK(H5Adelete(b, "step") >= 0 && mismatch(b, b_path), "an attribute removed: %s",
             ds_last_error());
     T_OK(ds_h5_write_attr_i64(b, "step", 1234));
+    T_CHECK(ds_h5_check_attrs(b, b_path, 1, NULL) == DS_OK, "step back: %s", ds_last_error());
+    /* the same stored bytes read another way: the byte order's bit flipped */
+    const int64_t step = 1234;
+    T_CHECK(write_raw(b, "step", H5T_STD_I64BE, &step) && mismatch(b, b_path),
+            "the type changed, the bytes not: %s", ds_last_error());
+    T_OK(ds_h5_write_attr_i64(b, "step", 1234));
+    /* ... or the exponent bias of a double */
+    hid_t biased = H5Tcopy(H5T_IEEE_F64LE);
+    const double stride = 0.01;
+    T_CHECK(biased >= 0 && H5Tset_ebias(biased, 1022) >= 0 && write_raw(b, "stride", biased, &stride)
+                && mismatch(b, b_path),
+            "the exponent bias changed: %s", ds_last_error());
+    H5Tclose(biased);
+    T_OK(ds_h5_write_attr_f64(b, "stride", 0.01));
+    T_CHECK(ds_h5_check_attrs(b, b_path, 1, NULL) == DS_OK, "stride back: %s", ds_last_error());
     T_OK(ds_h5_write_attr_i64(b, DS_H5_SEAL_ATTR, seal_of(a) ^ 1));
     T_CHECK(mismatch(b, b_path), "the seal changed: %s", ds_last_error());
 
