@@ -576,6 +576,9 @@ int main(int argc, char **argv)
     test_impossible(DS_F32);
     test_bad_logits(DS_F64);
     test_bad_logits(DS_F32);
+    for (ds_dtype dt = DS_F16; dt <= DS_BF16; dt++)
+        if (be->ops(dt))   /* the 16-bit tables, where the backend has them */
+            test_bad_logits(dt);
     test_exact_fit(DS_F64);
     test_exact_fit(DS_F32);
     test_zero_frames();
