@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (tests/fuzz/: feature files, checkpoints,
-# model configs) with clang, AddressSanitizer and UBSan into build-fuzz/,
+# model configs, torch.save files and their pickles) with clang, AddressSanitizer and UBSan into build-fuzz/,
 # replays each one's committed corpus (tests/fuzz/corpus/HARNESS/), fuzzes
 # it for SECONDS and prints how many inputs it executed. Exits 1 on a bug of
 # ours, leaving the input in build-fuzz/fuzz-crashes/HARNESS/ (once fixed,
 # add it to the corpus: replayed on every run, it stays a regression test);
 # HDF5's own bugs are listed, not failed on (tests/fuzz/triage.sh). Exits
 # 77 (skipped), saying why, when clang or libFuzzer is missing.
-# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (20; dataset checkpoint config)
+# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (20; dataset checkpoint config pickle pytorch)
 #   FUZZ_BUILD_DIR (build-fuzz), FUZZ_SEED (a fixed seed; default: libFuzzer's own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(dataset checkpoint config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(dataset checkpoint config pickle pytorch)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${FUZZ_CC:-clang}
 begin=$(date +%s)

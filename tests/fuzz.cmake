@@ -7,9 +7,9 @@ if(DSTRAIN_FUZZ)
   add_library(dstrain_fuzz_file STATIC fuzz/fuzz_file.c)
   target_link_libraries(dstrain_fuzz_file PUBLIC dstrain_core)
   target_include_directories(dstrain_fuzz_file PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
-  foreach(harness dataset checkpoint config)
+  foreach(harness dataset checkpoint config pickle pytorch)
     add_executable(fuzz_${harness} fuzz/fuzz_${harness}.c)
-    target_link_libraries(fuzz_${harness} PRIVATE dstrain_fuzz_file dstrain_data)
+    target_link_libraries(fuzz_${harness} PRIVATE dstrain_fuzz_file dstrain_data dstrain_pytorch)
     target_link_options(fuzz_${harness} PRIVATE -fsanitize=fuzzer)
     add_test(NAME fuzz_corpus_${harness}
              COMMAND fuzz_${harness} -runs=0 -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/

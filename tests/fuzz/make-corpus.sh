@@ -69,4 +69,34 @@ d.write_valid(sys.argv[2], "<f2")
 PY
 half "$out/dataset/seed-prep-mel-f16.h5" "$out/dataset/seed-cut-prep-mel-f16.h5"
 
+# --- pytorch: torch.save files of state_dicts, written by dstrain export (the
+# micro model without its fc_hidden, which export refuses) and by torch
+# itself (protocols 2 and 4, a Lightning-style wrapper, a view sharing its
+# storage); pickle: the data.pkl of each
+mkdir -p "$out/pytorch" "$out/pickle"
+sed 's/ "fc_hidden": \[6\],//' "$work/micro.json" >"$work/micro-pt.json"
+"$bin" train --synthetic --config "$work/micro-pt.json" --steps 1 --batch 2 --max-frames 40 \
+  --print-every 0 --checkpoint-dir "$work/ck-pt" >/dev/null
+"$bin" export --pytorch "$work/ck-pt/step-00000001.h5" "$out/pytorch/seed-export-micro.pt" >/dev/null
+"$py" - "$out/pytorch" <<'PY'
+import sys, torch
+torch.manual_seed(3)
+sd = {"conv.weight": torch.randn(2, 1, 3, 3), "conv.bias": torch.zeros(2, dtype=torch.float64),
+      "bn.num_batches_tracked": torch.tensor(7)}
+torch.save(sd, f"{sys.argv[1]}/seed-torch-p2.pt", pickle_protocol=2)
+torch.save(sd, f"{sys.argv[1]}/seed-torch-p4.pt", pickle_protocol=4)
+torch.save({"state_dict": sd, "epoch": 3, "lr": 0.1}, f"{sys.argv[1]}/seed-torch-wrapped.pt")
+base = torch.arange(12, dtype=torch.float32)
+torch.save({"a": base, "b": base[2:8].view(2, 3)}, f"{sys.argv[1]}/seed-torch-view.pt")
+PY
+for f in "$out"/pytorch/seed-*.pt; do
+  "$py" - "$f" "$out/pickle/$(basename "$f" .pt).pkl" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+name = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+open(sys.argv[2], "wb").write(z.read(name))
+PY
+done
+half "$out/pytorch/seed-export-micro.pt" "$out/pytorch/seed-cut-export-micro.pt"
+
 du -sh "$out"/*
