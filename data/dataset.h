@@ -1,4 +1,4 @@
-/* dataset.h - the HDF5 feature file: format "dstrain-features", version 1.
+/* dataset.h - the HDF5 feature file: format "dstrain-features", version 2.
  *
  *   /features                  float16|float32 [total_frames][n_features], chunked
  *                              1024 x n_features, uncompressed, extendible in rows;
@@ -16,12 +16,12 @@
  *   /stats/count               int64 [1]   frames summed
  *   /stats/sum, /stats/sumsq   float64 [n_features]  sum of x and of x^2 per feature:
  *                              merge adds these, so its stats match one writer's
- *   attributes on /: format (string), version (integer 1), sample_rate (integer Hz),
+ *   attributes on /: format (string), version (integer 2), sample_rate (integer Hz),
  *     window_size_s, window_stride_s (float64), window ("hamming"), n_fft (integer),
  *     feature_type (log-spectrogram | log-mel | mfcc), n_features (integer: also
  *     n_mels for log-mel, n_mfcc for mfcc), alphabet (the 29 symbols, see alphabet.h),
- *     attributes_crc32 (integer: CRC-32 of the others, h5seal.h; checked when
- *     present, absent from files written before it)
+ *     attributes_crc32 (integer: CRC-32 of the others, h5seal.h; required from
+ *     version 2, absent from version 1 files, which are still read)
  *
  * Strings are variable-length UTF-8 (fixed-length ones are read too). Offsets
  * need not be in order, but every utterance must lie inside /features and
@@ -43,7 +43,7 @@
 #include "status.h"
 
 #define DS_DATASET_FORMAT "dstrain-features"
-#define DS_DATASET_VERSION 1
+#define DS_DATASET_VERSION 2   /* 2: attributes_crc32 (1 is still read) */
 
 typedef struct {
     char path[1024];

@@ -105,13 +105,17 @@ static ds_status read_feature_attrs(ds_dataset *d, hid_t f)
 static ds_status read_attrs(ds_dataset *d, hid_t f)
 {
     int64_t version;
-    /* files written before seals carry none: they are read as they are */
-    DS_TRY(ds_h5_check_attrs(f, d->path, 0, NULL));
+    int sealed;
+    /* before any attribute is believed; version 1 files carry no seal */
+    DS_TRY(ds_h5_check_attrs(f, d->path, 0, &sealed));
     DS_TRY(check_str_attr(f, d->path, "format", DS_DATASET_FORMAT));
     DS_TRY(ds_h5_read_attr_i64(f, "version", &version));
-    if (version != DS_DATASET_VERSION)
-        return DS_FAIL(DS_ERR_IO, "%s: attribute version is %lld; this build reads version %d",
-                       d->path, (long long)version, DS_DATASET_VERSION);
+    if (version != 1 && version != DS_DATASET_VERSION)
+        return DS_FAIL(DS_ERR_IO, "%s: attribute version is %lld; this build reads versions 1 "
+                       "and %d", d->path, (long long)version, DS_DATASET_VERSION);
+    if (version >= 2 && !sealed)
+        return DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", d->path,
+                       DS_H5_SEAL_ATTR);
     DS_TRY(check_str_attr(f, d->path, "alphabet", ds_alphabet));
     DS_TRY(check_str_attr(f, d->path, "window", "hamming"));
     return read_feature_attrs(d, f);

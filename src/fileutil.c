@@ -46,10 +46,14 @@ ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t
 
 ds_status ds_file_close_commit(FILE *f, const char *tmp, const char *path, const char *what)
 {
-    const int failed = ferror(f);
-    const int closed = fclose(f);   /* flushes: a full disk shows here */
+    /* the flush first, its errno kept: a full disk shows here or in an
+     * earlier write that set the error flag */
+    errno = 0;
+    const int failed = fflush(f) != 0 || ferror(f);
+    const int err = errno;
+    const int closed = fclose(f);
     if (closed != 0 || failed) {
-        const char *why = closed != 0 ? strerror(errno) : "a write failed";
+        const char *why = strerror(err ? err : errno ? errno : EIO);
         unlink(tmp);
         return DS_FAIL(DS_ERR_IO, "%s: writing the %s failed (%s); %s is as it was", tmp, what,
                        why, path);

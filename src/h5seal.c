@@ -85,7 +85,9 @@ static herr_t add_attr(hid_t loc, const char *name, const H5A_info_t *info, void
     hid_t s = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
     const hssize_t points = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     const size_t size = t >= 0 ? H5Tget_size(t) : 0;
-    const hsize_t bytes = points >= 0 ? (hsize_t)points * size : 0;
+    /* a damaged shape may claim more points than any size can multiply */
+    const int huge = points > 0 && size > 0 && (hsize_t)points > SEAL_MAX_BYTES / size;
+    const hsize_t bytes = points >= 0 && !huge ? (hsize_t)points * size : SEAL_MAX_BYTES + 1;
     void *buf = NULL;
     if (t < 0 || points < 0 || size == 0)
         d->st = DS_FAIL(DS_ERR_IO, "%s: attribute %s: cannot read its type or shape", d->path, name);
@@ -152,10 +154,12 @@ ds_status ds_h5_check_attrs(hid_t loc, const char *path, int required, int *seal
     uint32_t crc;
     DS_TRY(ds_h5_read_attr_i64(loc, DS_H5_SEAL_ATTR, &stored));
     DS_TRY(attrs_crc(loc, path, &crc));
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION   /* fuzzing: what the seal guards is read */
     if (stored != (int64_t)crc)
         return DS_FAIL(DS_ERR_IO,
                        "%s: attributes: checksum mismatch (corrupted): stored %08llx, computed %08x",
                        path, (unsigned long long)stored, crc);
+#endif
     if (sealed)
         *sealed = 1;
     return DS_OK;

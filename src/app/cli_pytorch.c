@@ -312,7 +312,8 @@ static ds_status run_import(const char *in, const char *out, const ds_model_cfg 
         return DS_FAIL(DS_ERR_MEM, "import table");
     DS_TRY_GOTO(st, cpu_model(cfg, dt, &ctx, &m), done);
     DS_TRY_GOTO(st, ds_pt_layout(m, e, &n), done);
-    DS_TRY_GOTO(st, ds_pt_load(in, &d, &wrapped), done);
+    /* shapes first: only a file that fits the model has its storages read */
+    DS_TRY_GOTO(st, ds_pt_load(in, 1, &d, &wrapped), done);
     const int bad = report_mismatches(in, cfg->name, e, n, &d);
     if (bad) {
         st = DS_FAIL(DS_ERR_ARG, "%s: %d key%s not fit model %s (each named above); "
@@ -320,6 +321,8 @@ static ds_status run_import(const char *in, const char *out, const ds_model_cfg 
                      bad == 1 ? " does" : "s do", cfg->name);
         goto done;
     }
+    ds_pt_dict_free(&d);
+    DS_TRY_GOTO(st, ds_pt_load(in, 0, &d, &wrapped), done);
     DS_TRY_GOTO(st, fill_model(in, m, e, n, &d, &step), done);
     ds_ckpt_info info = {.step = step, .feat = ds_feature_defaults(), .norm = DS_NORM_UTTERANCE};
     DS_TRY_GOTO(st, ds_checkpoint_save(out, m, NULL, &info), done);

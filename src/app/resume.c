@@ -44,6 +44,7 @@ static ds_status take(run_state *r, const char *path, int *foreign)
     }
     DS_TRY(ds_checkpoint_load_resume(path, r->model, r->optim));
     r->start_step = r->saved_step = r->tried_step = info.step;   /* not saved again */
+    r->tried_ended = info.next_epoch > info.epoch;
     r->start_epoch = info.next_epoch;
     r->start_batch = info.next_batch;
     r->bad_run = info.bad_run;

@@ -128,15 +128,16 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
 }
 
 /* A checkpoint after step (counted from 1) of epoch. The run goes on at the
- * next global batch of the epoch, or at the next epoch's first when this
- * one has none left to train on (so a resume never sees this epoch's end,
- * and its validation, again). */
-static ds_status save_checkpoint(run_state *r, long step, int epoch)
+ * next global batch of the epoch; or, when ended (saved by epoch_end, after
+ * the validation, with no batch left), at the next epoch's first, so a
+ * resume neither repeats the epoch's end nor, when a save on its last step
+ * came before the validation, misses it. */
+static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
 {
     r->tried_step = step;
+    r->tried_ended = ended;
     if (r->rank != 0)
         return DS_OK;
-    const int ended = ds_run_epoch_exhausted(r, epoch);
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm,
@@ -226,7 +227,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_run_check_sync(r, p.step + 1));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
-        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch));
+        DS_TRY(save_checkpoint(r, p.step + 1, p.epoch, 0));
     return DS_OK;
 }
 
@@ -274,9 +275,11 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch,
                  ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances);
     }
-    /* at the end of every epoch (and of the run), unless this step's is written */
-    if (r->o->checkpoint_dir && r->tried_step != step)
-        DS_TRY(save_checkpoint(r, step, epoch));
+    /* at the end of every epoch (and of the run), unless this step's is
+     * written: again when that one was saved before the validation */
+    const int ended = ds_run_epoch_exhausted(r, epoch);
+    if (r->o->checkpoint_dir && (r->tried_step != step || (ended && !r->tried_ended)))
+        DS_TRY(save_checkpoint(r, step, epoch, ended));
     return DS_OK;
 }
 
@@ -287,7 +290,7 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
     DS_TRY(finish_pending(r, res));
     res->stop_signal = r->stop_signal;
     if (r->o->checkpoint_dir && r->tried_step != step)   /* once a step */
-        DS_TRY(save_checkpoint(r, step, epoch));
+        DS_TRY(save_checkpoint(r, step, epoch, 0));
     if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
                  r->o->checkpoint_dir, step);

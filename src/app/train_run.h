@@ -52,6 +52,7 @@ typedef struct {
     long saved_step;            /* the step of the last checkpoint written or resumed; -1: none */
     long tried_step;            /* the step of the last save tried or resumed (a failed one
                                  * is not retried, one step is saved once) */
+    int tried_ended;            /* that save goes on at the next epoch (its epoch validated) */
     char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
     /* where the run starts (0 unless resumed) and where it is in its epoch */
     long start_step, start_batch;

@@ -115,24 +115,20 @@ static void add_rnn(builder *b, int j, int dirs)
         }
 }
 
-/* Every dstrain tensor must have been named exactly once. */
+/* Every dstrain tensor, parameter or BatchNorm statistic, must have been
+ * named exactly once. */
 static ds_status check_cover(const ds_model *m, const ds_pt_entry *e, int n)
 {
-    int used = 0;
-    for (int i = 0; i < n; i++)
-        used += e[i].src != NULL;
-    if (used == ds_model_n_params(m) + ds_model_n_bn_stats(m))
-        return DS_OK;
-    for (int i = 0; i < ds_model_n_params(m); i++) {
+    const int np = ds_model_n_params(m), ns = ds_model_n_bn_stats(m);
+    for (int i = 0; i < np + ns; i++) {
+        const ds_tensor *t = i < np ? ds_model_param(m, i) : ds_model_bn_stat(m, i - np);
         int seen = 0;
         for (int k = 0; k < n; k++)
-            seen += e[k].src == ds_model_param(m, i);
+            seen += e[k].src == t;
         if (seen != 1)
-            return DS_FAIL(DS_ERR_ARG, "tensor %s has %d deepspeech.pytorch names",
-                           ds_model_param(m, i)->name, seen);
+            return DS_FAIL(DS_ERR_ARG, "tensor %s has %d deepspeech.pytorch names", t->name, seen);
     }
-    return DS_FAIL(DS_ERR_ARG, "%d of %d tensors have deepspeech.pytorch names", used,
-                   ds_model_n_params(m) + ds_model_n_bn_stats(m));
+    return DS_OK;
 }
 
 ds_status ds_pt_layout(const ds_model *m, ds_pt_entry *e, int *n)

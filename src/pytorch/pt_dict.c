@@ -31,7 +31,8 @@ ds_status ds_pt_dict_add(ds_pt_dict *d, const char *key, ds_dtype dt, int rank,
                          const int64_t *dims, void **data)
 {
     size_t numel;
-    *data = NULL;
+    if (data)
+        *data = NULL;
     if (ds_pt_dict_find(d, key))
         return DS_FAIL(DS_ERR_ARG, "state_dict key %s appears twice", key);
     DS_TRY(ds_pt_numel(dims, rank, SIZE_MAX / 16, key, &numel));
@@ -46,8 +47,8 @@ ds_status ds_pt_dict_add(ds_pt_dict *d, const char *key, ds_dtype dt, int rank,
     ds_pt_tensor *t = &d->t[d->n];
     memset(t, 0, sizeof *t);
     t->key = strdup(key);
-    t->data = calloc(numel ? numel : 1, ds_dtype_size(dt));
-    if (!t->key || !t->data) {
+    t->data = data ? calloc(numel ? numel : 1, ds_dtype_size(dt)) : NULL;
+    if (!t->key || (data && !t->data)) {
         free(t->key);
         free(t->data);
         return DS_FAIL(DS_ERR_MEM, "tensor %s (%zu elements)", key, numel);
@@ -58,7 +59,8 @@ ds_status ds_pt_dict_add(ds_pt_dict *d, const char *key, ds_dtype dt, int rank,
         memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
     t->numel = numel;
     d->n++;
-    *data = t->data;
+    if (data)
+        *data = t->data;
     return DS_OK;
 }
 

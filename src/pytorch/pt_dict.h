@@ -28,7 +28,8 @@ typedef struct {
 } ds_pt_dict;
 
 /* Appends key with shape dims [rank] and dtype dt; *data gets its zeroed
- * [numel] elements to fill. A key already present is refused. */
+ * [numel] elements to fill. data NULL: the entry's shape only, its data
+ * left NULL (nothing allocated). A key already present is refused. */
 ds_status ds_pt_dict_add(ds_pt_dict *d, const char *key, ds_dtype dt, int rank,
                          const int64_t *dims, void **data);
 /* The tensor named key, or NULL. */

@@ -10,7 +10,7 @@
 #include "pt_zip.h"
 
 #define PT_PREFIX "archive"
-#define MAX_PICKLE ((size_t)1 << 30)       /* data.pkl of a state_dict is kilobytes */
+#define MAX_PICKLE ((size_t)64 << 20)      /* data.pkl of a state_dict is kilobytes */
 #define MAX_STORAGE ((size_t)1 << 40)
 
 ds_status ds_pt_save(const char *path, const ds_pt_dict *d)
@@ -162,10 +162,13 @@ static ds_status gather(loader *l, const ds_pt_tensor_ref *r, const storage *s, 
     /* an expanded view (stride 0) may claim far more elements than its
      * storage holds: no tensor of a model is larger than MAX_STORAGE */
     DS_TRY(ds_pt_numel(r->dims, r->rank, MAX_STORAGE / es, r->key, &numel));
-    if (numel == 0)
-        return ds_pt_dict_add(d, r->key, r->dt, r->rank, r->dims, &dst);
-    DS_TRY(check_view(l, r));
+    if (numel > 0)
+        DS_TRY(check_view(l, r));
+    if (!s)   /* shapes only */
+        return ds_pt_dict_add(d, r->key, r->dt, r->rank, r->dims, NULL);
     DS_TRY(ds_pt_dict_add(d, r->key, r->dt, r->rank, r->dims, &dst));
+    if (numel == 0)
+        return DS_OK;
     const char *src = s->data;
     if (contiguous(r)) {   /* as torch.save writes a state_dict's tensors */
         memcpy(dst, src + (size_t)r->offset * es, numel * es);
@@ -183,17 +186,18 @@ static ds_status gather(loader *l, const ds_pt_tensor_ref *r, const storage *s, 
     return DS_OK;
 }
 
-static ds_status load_tensors(loader *l, const ds_pt_refs *refs, ds_pt_dict *d)
+static ds_status load_tensors(loader *l, const ds_pt_refs *refs, int shapes_only, ds_pt_dict *d)
 {
     for (int i = 0; i < refs->n; i++) {
         const storage *s = NULL;
-        DS_TRY(get_storage(l, &refs->t[i], &s));
+        if (!shapes_only)
+            DS_TRY(get_storage(l, &refs->t[i], &s));
         DS_TRY(gather(l, &refs->t[i], s, d));
     }
     return DS_OK;
 }
 
-ds_status ds_pt_load(const char *path, ds_pt_dict *d, int *wrapped)
+ds_status ds_pt_load(const char *path, int shapes_only, ds_pt_dict *d, int *wrapped)
 {
     loader l = {.path = path};
     ds_pt_refs refs = {0};
@@ -207,7 +211,7 @@ ds_status ds_pt_load(const char *path, ds_pt_dict *d, int *wrapped)
     DS_TRY_GOTO(st, ds_pt_unpickle_state_dict(path, pkl, pkl_len, &refs), out);
     if (wrapped)
         *wrapped = refs.wrapped;
-    st = load_tensors(&l, &refs, d);
+    st = load_tensors(&l, &refs, shapes_only, d);
 out:
     if (st != DS_OK)
         ds_pt_dict_free(d);

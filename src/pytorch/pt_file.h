@@ -14,7 +14,11 @@ ds_status ds_pt_save(const char *path, const ds_pt_dict *d);
 /* Reads the state_dict of the torch.save file path (bare, or the
  * "state_dict" entry of a dict of plain values) into d, in its order, every
  * tensor made contiguous; *wrapped (may be NULL) says which it was. Errors
- * name path, and the key where one is concerned. */
-ds_status ds_pt_load(const char *path, ds_pt_dict *d, int *wrapped);
+ * name path, and the key where one is concerned.
+ * shapes_only: keys, dtypes and shapes are read and every view checked
+ * against its storage's claim, but no storage is read and each data stays
+ * NULL. A caller that knows the shapes it wants checks them first: a crafted
+ * file's expanded views (stride 0) may claim terabytes. */
+ds_status ds_pt_load(const char *path, int shapes_only, ds_pt_dict *d, int *wrapped);
 
 #endif

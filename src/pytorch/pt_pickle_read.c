@@ -16,7 +16,7 @@
  * built as deep tuple DAGs, a big list turned into dicts or sets again and
  * again) or memory: both are budgeted, far above what a state_dict needs. */
 #define MAX_WORK ((uint64_t)1 << 28)   /* key comparisons and items copied */
-#define MAX_ARENA ((size_t)1 << 32)    /* bytes of values */
+#define MAX_ARENA ((size_t)256 << 20)  /* bytes of values */
 
 typedef enum {
     V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_BYTES, V_TUPLE, V_LIST, V_DICT, V_GLOBAL,
@@ -191,6 +191,8 @@ static ds_status top(um *u, val **out)
 
 static ds_status mark(um *u)
 {
+    if (u->nmarks >= MAX_STACK)   /* marks are budgeted as the stack is */
+        return bad(u, "more than %u marks at once", MAX_STACK);
     if (u->nmarks == u->mcap) {
         size_t cap = u->mcap ? 2 * u->mcap : 64;
         size_t *m = realloc(u->marks, cap * sizeof *m);

@@ -158,7 +158,9 @@ CASES = [
     ("missing_file", "<f2", os.remove, ["No such file"]),
     ("format_missing", "<f2", edit(del_attr("format")), ["attribute format is missing"]),
     ("wrong_format", "<f2", edit(set_attr("format", "kaldi-ark")), ["attribute format", "kaldi-ark"]),
-    ("wrong_version", "<f2", edit(set_attr("version", np.int64(2))), ["attribute version is 2"]),
+    ("wrong_version", "<f2", edit(set_attr("version", np.int64(3))), ["attribute version is 3"]),
+    ("version2_unsealed", "<f2", edit(set_attr("version", np.int64(2))),
+     ["attributes_crc32 is missing"]),
     ("float_version", "<f2", edit(set_attr("version", 1.0)), ["attribute version", "integer"]),
     ("wrong_alphabet", "<f2", edit(set_attr("alphabet", ALPHABET.lower())), ["attribute alphabet"]),
     ("wrong_n_features", "<f2", edit(set_attr("n_features", np.int64(160))),
@@ -255,7 +257,7 @@ def check_ours(check, workdir):
             if f["labels"].dtype != np.uint8 or len(f["labels"]) != 39:
                 problems.append("labels")
             attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-            for k, v in (("format", "dstrain-features"), ("version", 1), ("feature_type", "log-mel"),
+            for k, v in (("format", "dstrain-features"), ("version", 2), ("feature_type", "log-mel"),
                          ("n_features", 8), ("n_fft", 320), ("sample_rate", 16000),
                          ("window", "hamming"), ("alphabet", ALPHABET)):
                 if attrs.get(k) != v:

@@ -426,6 +426,14 @@ def part_refusals(tmp, args):
     p = save("unexpected.pt", d)
     refused("unexpected key", imp(args, tmp, p), p, "unexpected key extra.weight")
 
+    # one element expanded to 2^19 x 2^19 (stride 0): a 1 TiB tensor in a
+    # file of kilobytes, refused from its shape before anything is allocated
+    d = collections.OrderedDict(sd)
+    d["fc.0.module.1.weight"] = torch.zeros(1).expand(1 << 19, 1 << 19)
+    p = save("expanded_huge.pt", d)
+    refused("a 1 TiB expanded view", imp(args, tmp, p), p,
+            "key fc.0.module.1.weight has shape [524288, 524288]")
+
     p = save("default_model.pt", sd)
     refused("the default model ds2", imp(args, tmp, p, c=None), p, "model ds2",
             "key rnns.0.rnn.weight_ih_l0 has shape")
