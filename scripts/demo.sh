@@ -153,8 +153,10 @@ say "plot"
   echo "$prog: warning: no plot (see above); the scores and transcripts follow"
 
 say "scores of $(basename "$last")"
-dev_line=$("$bin" eval --checkpoint "$last" --data "$feat/dev.h5" | grep -E '^WER')
-test_line=$("$bin" eval --checkpoint "$last" --data "$feat/test.h5" | grep -E '^WER')
+dev_line=$("$bin" eval --checkpoint "$last" --data "$feat/dev.h5" | grep -E '^WER') ||
+  die "scoring dev with $last failed (see above)"
+test_line=$("$bin" eval --checkpoint "$last" --data "$feat/test.h5" | grep -E '^WER') ||
+  die "scoring test with $last failed (see above)"
 echo "dev  (voices and sentences not in training): $dev_line"
 echo "test (voices and sentences not in training): $test_line"
 
@@ -173,7 +175,7 @@ done
     voice=$(awk -F'|' -v s="$spk" '$1 + 0 == s + 0 { gsub(/ /, "", $5); print $5 }' "$corpus/SPEAKERS.TXT")
     printf '%s (voice %s)\n  reference:  %s\n  dstrain:    %s\n\n' "$id" "$voice" "$ref" "$text"
   done
-} | tee "$out/transcripts.txt"
+} | tee "$out/transcripts.txt" || die "transcribing the test utterances failed (see above)"
 phase_done report
 
 total_s=$(( SECONDS - start ))

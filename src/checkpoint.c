@@ -249,21 +249,24 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     return st;
 }
 
-/* A loaded tensor must be usable: every value finite, and a running
- * variance positive (BatchNorm divides by its square root). */
-static ds_status check_values(const char *path, const char *name, const double *v, size_t n,
-                              int variance)
+ds_status ds_check_state_values(const char *what, const double *v, size_t n, int variance)
 {
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(v[i]))
-            return DS_FAIL(DS_ERR_IO, "%s: dataset %s: element %zu is %g (corrupted checkpoint)",
-                           path, name, i, v[i]);
+            return DS_FAIL(DS_ERR_IO, "%s: element %zu is %g, not a finite value", what, i, v[i]);
         if (variance && !(v[i] > 0))
-            return DS_FAIL(DS_ERR_IO,
-                           "%s: dataset %s: element %zu is %g, a variance must be positive "
-                           "(corrupted checkpoint)", path, name, i, v[i]);
+            return DS_FAIL(DS_ERR_IO, "%s: element %zu is %g, a running variance must be positive",
+                           what, i, v[i]);
     }
     return DS_OK;
+}
+
+static ds_status check_values(const char *path, const char *name, const double *v, size_t n,
+                              int variance)
+{
+    char what[1300];
+    snprintf(what, sizeof what, "%s: dataset %s", path, name);
+    return ds_check_state_values(what, v, n, variance);
 }
 
 /* host [packed] from group/<name> for every tensor of the table, each

@@ -10,14 +10,14 @@ static int bar_shown;   /* a progress bar, without newline, is on the console's 
 
 void ds_set_print_rank(int rank) { print_rank = rank; }
 
-void ds_print_bar(const char *text)
+void ds_print_bar(const char *text, int last)
 {
     if (print_rank != 0)
         return;
     /* back to the line's start, the bar, then erase what a longer one left */
-    printf("\r%s\033[K", text);
+    printf("\r%s\033[K%s", text, last ? "\n" : "");
     fflush(stdout);
-    bar_shown = 1;
+    bar_shown = !last;
 }
 
 void ds_print(const char *fmt, ...)

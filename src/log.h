@@ -51,7 +51,8 @@ void ds_log_close(ds_log *l);
 void ds_set_print_rank(int rank);
 void ds_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A one-line bar drawn over the last one (a terminal's carriage return);
- * the next ds_print replaces it. */
-void ds_print_bar(const char *text);
+ * the next ds_print replaces it, unless last (the final bar): that one ends
+ * its line and stays. */
+void ds_print_bar(const char *text, int last);
 
 #endif

@@ -10,7 +10,7 @@
 
 int ds_cli_train(int argc, char **argv);
 int ds_cli_info(int argc, char **argv);
-int ds_cli_version(void);
+int ds_cli_version(int argc, char **argv);
 int ds_cli_eval(int argc, char **argv);
 int ds_cli_transcribe(int argc, char **argv);
 int ds_cli_prep(int argc, char **argv);
@@ -49,7 +49,7 @@ void ds_cli_free_model(ds_ctx *ctx, ds_model *m);
  * dstrain --help's order, NULL-terminated (cli_common.c): a new subcommand
  * is listed there to be in the help, the README's reference and its tests. */
 extern const ds_flag_cmd ds_cli_prep_cmd, ds_cli_train_cmd, ds_cli_eval_cmd,
-    ds_cli_transcribe_cmd, ds_cli_info_cmd, ds_cli_bench_cmd, ds_cli_help_cmd;
+    ds_cli_transcribe_cmd, ds_cli_info_cmd, ds_cli_bench_cmd, ds_cli_version_cmd, ds_cli_help_cmd;
 extern const ds_flag_cmd *const ds_cli_commands[];
 /* dstrain --help: the commands. */
 void ds_cli_usage(FILE *f);

@@ -100,6 +100,7 @@ static const ds_flag bench_flags[] = {
 
 const ds_flag_cmd ds_cli_bench_cmd = {
     .name = "bench",
+    .run = ds_cli_bench,
     .summary = "time training steps: batch sizes, precisions, layers, kernels",
     .usage = "dstrain bench --model PRESET [--synthetic | --data H5] [options]",
     .about = "Times training steps per configuration (each batch x precision x mode): samples/s "

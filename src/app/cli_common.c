@@ -93,8 +93,27 @@ void ds_cli_free_model(ds_ctx *ctx, ds_model *m)
         ds_backend_get("cpu")->ctx_destroy(ctx);
 }
 
-int ds_cli_version(void)
+static const ds_flag version_flags[] = {DS_FLAG_END};
+
+const ds_flag_cmd ds_cli_version_cmd = {
+    .name = "version",
+    .run = ds_cli_version,
+    .summary = "version, backends and library versions compiled in",
+    .usage = "dstrain version\ndstrain --version",
+    .flags = version_flags};
+
+int ds_cli_version(int argc, char **argv)
 {
+    ds_flags fl;
+    int c;
+    if ((c = ds_flags_begin(&fl, &ds_cli_version_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c;
+    while ((c = ds_flags_next(&fl)) != -1)
+        return ds_flags_unhandled(&fl, c);
+    if (optind < argc) {
+        fprintf(stderr, "dstrain version: takes no operand (got \"%s\")\n", argv[optind]);
+        return 2;
+    }
     unsigned maj, min, rel;
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
     int mpi_len = 0;
@@ -144,6 +163,7 @@ static const ds_flag help_flags[] = {
 
 const ds_flag_cmd ds_cli_help_cmd = {
     .name = "help",
+    .run = ds_cli_help,
     .summary = "this list, or COMMAND's options; --markdown: the reference",
     .usage = "dstrain help [COMMAND]\ndstrain help --markdown [COMMAND]",
     .flags = help_flags};
@@ -151,9 +171,7 @@ const ds_flag_cmd ds_cli_help_cmd = {
 const ds_flag_cmd *const ds_cli_commands[] = {
     &ds_cli_prep_cmd, &ds_cli_train_cmd, &ds_cli_eval_cmd, &ds_cli_transcribe_cmd,
     &ds_cli_info_cmd, &ds_cli_bench_cmd, &ds_cli_export_cmd, &ds_cli_import_cmd,
-    &ds_cli_help_cmd, NULL};
-
-static const char *const version_summary = "version, backends and library versions compiled in";
+    &ds_cli_version_cmd, &ds_cli_help_cmd, NULL};
 
 /* How every command reads its options (cli_flags.c); in dstrain --help and
  * the reference. */
@@ -176,9 +194,9 @@ void ds_cli_usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f, "\n"
-               "  --version   %s\n"
+               "  --version   as version\n"
                "  --help      this text\n"
-               "\n", version_summary);
+               "\n");
     ds_flags_text(f, conventions, 0, 0);
     fputc('\n', f);
 }
@@ -203,7 +221,6 @@ static void markdown_all(FILE *f)
         ds_flags_md_text(f, ds_cli_commands[i]->summary);
         fputs(" |\n", f);
     }
-    fprintf(f, "| `dstrain --version` | %s |\n", version_summary);
     for (int i = 0; ds_cli_commands[i]; i++) {
         fputc('\n', f);
         ds_flags_markdown(f, ds_cli_commands[i]);
@@ -245,9 +262,8 @@ int ds_cli_unknown_command(const char *cmd)
     int n = 0, pick[3];
     const char *typed = cmd + strspn(cmd, "-");
     const int dashes = typed != cmd;
-    for (int i = 0; ds_cli_commands[i] && n < 62; i++)
+    for (int i = 0; ds_cli_commands[i] && n < 64; i++)
         names[n++] = ds_cli_commands[i]->name;
-    names[n++] = "version";
     for (int i = 0; i < n; i++)   /* --help and --version keep their dashes */
         shown[i] = dashes && !strcmp(names[i], "help") ? "--help"
                    : dashes && !strcmp(names[i], "version") ? "--version" : names[i];

@@ -61,6 +61,7 @@ static const ds_flag eval_flags[] = {
 
 const ds_flag_cmd ds_cli_eval_cmd = {
     .name = "eval",
+    .run = ds_cli_eval,
     .summary = "WER and CER of a checkpoint on a feature file",
     .usage = "dstrain eval --checkpoint C.h5 --data FEATURES.h5 [--batch B]",
     .about = "Greedy-decoded WER and CER, and the CTC loss, of the checkpoint's model on the "
@@ -182,6 +183,7 @@ static const ds_flag transcribe_flags[] = {
 
 const ds_flag_cmd ds_cli_transcribe_cmd = {
     .name = "transcribe",
+    .run = ds_cli_transcribe,
     .summary = "text of audio files from a checkpoint",
     .usage = "dstrain transcribe --checkpoint C.h5 AUDIO...",
     .about = "Prints `AUDIO<TAB>TEXT` for each file (greedy CTC decoding); a file that fails is "

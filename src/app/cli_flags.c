@@ -141,7 +141,7 @@ static void check_table(const ds_flag_cmd *cmd)
             why = "a reserved id";
         else if (!strcmp(f->name, help_flag.name))
             why = "a reserved name (every table has it)";
-        else if (f->has_arg != (f->metavar != NULL) || !f->help)
+        else if (f->has_arg != (f->metavar != NULL) || !f->help || !*f->help)
             why = "an argument without a metavar, or no help";
         else if (find(cmd, f->name, strlen(f->name)) != f)
             why = "a name given twice";

@@ -18,7 +18,7 @@
  *       DS_FLAG_SWITCH(O_FAST, "fast", "skip the checks"),
  *       DS_FLAG_END};
  *   const ds_flag_cmd ds_cli_frob_cmd = {
- *       .name = "frob", .summary = "one line for dstrain --help",
+ *       .name = "frob", .run = ds_cli_frob, .summary = "one line for dstrain --help",
  *       .usage = "dstrain frob --out FILE [options] FILE...", .flags = frob_flags};
  *
  *   int ds_cli_frob(int argc, char **argv)    // argv[0] is "frob"
@@ -37,8 +37,8 @@
  *   }
  *
  * and &ds_cli_frob_cmd listed in ds_cli_commands (cli_common.c), so that
- * dstrain --help, dstrain help frob, dstrain help --markdown and the tests
- * (tests/cli_reference.cmake) see it; then run
+ * dstrain frob runs it and dstrain --help, dstrain help frob, dstrain help
+ * --markdown and the tests (tests/cli_reference.cmake) see it; then run
  * scripts/update-readme-reference.sh.
  *
  * Every table gets --help (and -h) without an entry. Options are matched
@@ -76,6 +76,7 @@ typedef struct {
 
 typedef struct {
     const char *name;      /* "train": dstrain train */
+    int (*run)(int argc, char **argv);   /* the command (argv[0] is its name): exit status */
     const char *summary;   /* one line, for dstrain --help and the reference's list */
     const char *usage;     /* synopsis, lines separated by \n, each "dstrain ..." */
     const char *about;     /* a paragraph after the synopsis (wrapped), or NULL */

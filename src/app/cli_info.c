@@ -23,6 +23,7 @@ static const ds_flag info_flags[] = {
 
 const ds_flag_cmd ds_cli_info_cmd = {
     .name = "info",
+    .run = ds_cli_info,
     .summary = "presets, a model config, a feature file or a checkpoint",
     .usage = "dstrain info [PRESET | CONFIG.json | FEATURES.h5 | CHECKPOINT.h5]",
     .flags = info_flags};

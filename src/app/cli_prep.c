@@ -40,6 +40,7 @@ static const ds_flag prep_flags[] = {
 
 const ds_flag_cmd ds_cli_prep_cmd = {
     .name = "prep",
+    .run = ds_cli_prep,
     .summary = "LibriSpeech or a CSV manifest -> HDF5 feature file",
     .usage = "dstrain prep librispeech ROOT --out FILE.h5 [options]\n"
              "dstrain prep manifest FILE.csv --out FILE.h5 [options]\n"

@@ -136,6 +136,7 @@ static const ds_flag export_flags[] = {
 
 const ds_flag_cmd ds_cli_export_cmd = {
     .name = "export",
+    .run = ds_cli_export,
     .summary = "a checkpoint as a PyTorch state_dict for deepspeech.pytorch",
     .usage = "dstrain export --pytorch CHECKPOINT.h5 OUT.pt",
     .about = "Writes the checkpoint's weights and BatchNorm statistics as a PyTorch "
@@ -183,11 +184,6 @@ int ds_cli_export(int argc, char **argv)
 
 /* ---- import ---- */
 
-static const char *fmt_shape(const int64_t *dims, int rank, char *buf, size_t cap)
-{
-    return ds_pt_shape_str(dims, rank, buf, cap);
-}
-
 static int is_float(ds_dtype t) { return t == DS_F32 || t == DS_F64 || t == DS_F16 || t == DS_BF16; }
 
 /* Prints every key of d the model's entries e [n] lack or need otherwise;
@@ -202,7 +198,7 @@ static int report_mismatches(const char *in, const char *model, const ds_pt_entr
         if (!t) {
             if (e[i].kind != DS_PT_COUNTER) {   /* a counter carries nothing the model needs */
                 fprintf(stderr, "dstrain import: %s: missing key %s (model %s needs %s)\n", in,
-                        e[i].key, model, fmt_shape(e[i].dims, e[i].rank, a, sizeof a));
+                        e[i].key, model, ds_pt_shape_str(e[i].dims, e[i].rank, a, sizeof a));
                 bad++;
             }
             continue;
@@ -212,8 +208,8 @@ static int report_mismatches(const char *in, const char *model, const ds_pt_entr
             same = t->dims[k] == e[i].dims[k];
         if (!same) {
             fprintf(stderr, "dstrain import: %s: key %s has shape %s, model %s needs %s\n", in,
-                    e[i].key, fmt_shape(t->dims, t->rank, a, sizeof a), model,
-                    fmt_shape(e[i].dims, e[i].rank, b, sizeof b));
+                    e[i].key, ds_pt_shape_str(t->dims, t->rank, a, sizeof a), model,
+                    ds_pt_shape_str(e[i].dims, e[i].rank, b, sizeof b));
             bad++;
         } else if (e[i].kind == DS_PT_COUNTER ? is_float(t->dt) : !is_float(t->dt)) {
             fprintf(stderr, "dstrain import: %s: key %s is %s, %s\n", in, e[i].key,
@@ -231,7 +227,7 @@ static int report_mismatches(const char *in, const char *model, const ds_pt_entr
         if (!known) {
             fprintf(stderr, "dstrain import: %s: unexpected key %s (shape %s): model %s has no "
                             "such tensor\n", in, d->t[k].key,
-                    fmt_shape(d->t[k].dims, d->t[k].rank, a, sizeof a), model);
+                    ds_pt_shape_str(d->t[k].dims, d->t[k].rank, a, sizeof a), model);
             bad++;
         }
     }
@@ -253,15 +249,10 @@ static int64_t counter_value(const ds_pt_tensor *t)
 static ds_status import_entry(const char *in, const ds_pt_entry *e, const ds_pt_tensor *t,
                               double *params, double *stats, double *tmp)
 {
+    char what[1200];
+    snprintf(what, sizeof what, "%s: key %s", in, e->key);
     DS_TRY(ds_convert(DS_F64, tmp, t->dt, t->data, e->count));
-    const int is_var = strstr(e->key, "running_var") != NULL;
-    for (size_t k = 0; k < e->count; k++) {
-        if (!isfinite(tmp[k]))
-            return DS_FAIL(DS_ERR_NUM, "%s: key %s: element %zu is %g", in, e->key, k, tmp[k]);
-        if (is_var && !(tmp[k] > 0))
-            return DS_FAIL(DS_ERR_NUM, "%s: key %s: a running variance of %g (element %zu) "
-                                       "must be positive", in, e->key, tmp[k], k);
-    }
+    DS_TRY(ds_check_state_values(what, tmp, e->count, strstr(e->key, "running_var") != NULL));
     ds_pt_from_torch(e, tmp, slot_of(e, params, stats));
     return DS_OK;
 }
@@ -358,6 +349,7 @@ static const ds_flag import_flags[] = {
 
 const ds_flag_cmd ds_cli_import_cmd = {
     .name = "import",
+    .run = ds_cli_import,
     .summary = "a deepspeech.pytorch state_dict as a checkpoint",
     .usage = "dstrain import --pytorch IN.pt OUT.h5 [--model PRESET | --config FILE] [--precision P]",
     .about = "Reads a PyTorch state_dict of deepspeech.pytorch's DeepSpeech model "

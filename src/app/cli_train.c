@@ -142,6 +142,7 @@ static const ds_flag train_flags[] = {
 
 const ds_flag_cmd ds_cli_train_cmd = {
     .name = "train",
+    .run = ds_cli_train,
     .summary = "train a model on feature files or synthetic data",
     .usage = "dstrain train [--model PRESET | --config FILE] (--train H5 [--val H5] | --synthetic) "
              "[options]\n"

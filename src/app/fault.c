@@ -1,5 +1,6 @@
 /* fault.c - injected faults, for the tests of what the other ranks do when
  * one dies or hangs, and of a checkpoint cut short (see train_run.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,10 @@ int ds_inject_fault(int my_rank, long step)
         return DS_POISON_LOSS;
     if (!strcmp(kind, "killsave")) {   /* SIGKILL 4 KiB into the next checkpoint write */
         ds_h5_fault_kill_after(4096);
+        return DS_POISON_NONE;
+    }
+    if (!strcmp(kind, "stop")) {   /* SIGUSR1 at this very step, as a scheduler's warning */
+        raise(SIGUSR1);
         return DS_POISON_NONE;
     }
     if (!strcmp(kind, "exit"))

@@ -6,12 +6,6 @@
 
 #include "cli.h"
 
-/* The commands and their summaries come from ds_cli_commands (cli_common.c). */
-static void usage(FILE *f)
-{
-    ds_cli_usage(f);
-}
-
 /* OpenMP threads spin a while before they sleep when they wait at a
  * barrier. libgomp's default spin is long: when other processes share the
  * cores, a spinning thread takes the core of the thread it waits for (the
@@ -33,33 +27,18 @@ int main(int argc, char **argv)
 {
     spin_briefly(argv);
     if (argc < 2) {
-        usage(stderr);
+        ds_cli_usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
+        ds_cli_usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "help"))   /* help [--markdown] [COMMAND] */
-        return ds_cli_help(argc - 1, argv + 1);
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
-        return ds_cli_version();
-    if (!strcmp(cmd, "train"))
-        return ds_cli_train(argc - 1, argv + 1);
-    if (!strcmp(cmd, "prep"))
-        return ds_cli_prep(argc - 1, argv + 1);
-    if (!strcmp(cmd, "eval"))
-        return ds_cli_eval(argc - 1, argv + 1);
-    if (!strcmp(cmd, "transcribe"))
-        return ds_cli_transcribe(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench"))
-        return ds_cli_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "info"))
-        return ds_cli_info(argc - 1, argv + 1);
-    if (!strcmp(cmd, "export"))
-        return ds_cli_export(argc - 1, argv + 1);
-    if (!strcmp(cmd, "import"))
-        return ds_cli_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--version"))
+        cmd = "version";
+    for (int i = 0; ds_cli_commands[i]; i++)   /* the commands and their tables: cli_common.c */
+        if (!strcmp(cmd, ds_cli_commands[i]->name))
+            return ds_cli_commands[i]->run(argc - 1, argv + 1);
     return ds_cli_unknown_command(cmd);   /* the nearest suggested */
 }

@@ -14,7 +14,7 @@ static double now_s(void)
 
 void ds_progress_start(ds_progress *p, int on, long first_step)
 {
-    *p = (ds_progress){.on = on, .first_step = first_step, .loss = -1, .t_start = now_s()};
+    *p = (ds_progress){.on = on, .first_step = first_step, .loss = NAN, .t_start = now_s()};
 }
 
 /* seconds as H:MM:SS or M:SS into out [32] */
@@ -35,7 +35,7 @@ void ds_progress_step(ds_progress *p, const ds_step_metrics *s, long total, long
     if (s->step == p->first_step + 1)
         p->t_first = t;   /* the first step pays for warming up: the time left starts after it */
     if (isfinite(s->loss))   /* a skipped step's NaN or Inf stays out of the mean */
-        p->loss = p->loss < 0 ? s->loss : (1 - a) * p->loss + a * s->loss;
+        p->loss = isnan(p->loss) ? s->loss : (1 - a) * p->loss + a * s->loss;
     p->utt_s = p->utt_s <= 0 ? s->samples_per_s : (1 - a) * p->utt_s + a * s->samples_per_s;
     if (s->step < total && t - p->last_draw < 0.2)
         return;
@@ -51,13 +51,15 @@ void ds_progress_step(ds_progress *p, const ds_step_metrics *s, long total, long
         clock_text(t - p->t_start, left);
     else if (done > 0)
         clock_text((t - p->t_first) / done * (total - s->step), left);
-    char epoch[48] = "";
+    char epoch[48] = "", loss[24] = "-";   /* epochs counted from 0, as every other line */
     if (per_epoch > 0)
-        snprintf(epoch, sizeof epoch, "epoch %d/%ld ", s->epoch + 1,
+        snprintf(epoch, sizeof epoch, "epoch %d of %ld ", s->epoch,
                  (total + per_epoch - 1) / per_epoch);
+    if (!isnan(p->loss))   /* no finite loss yet: "-" */
+        snprintf(loss, sizeof loss, "%.2f", p->loss);
     char line[192];
-    snprintf(line, sizeof line, "%s[%s] %3.0f%%  step %ld/%ld  loss %.2f  %.1f utt/s  %s %s", epoch,
-             bar, 100 * frac, s->step, total, p->loss, p->utt_s,
+    snprintf(line, sizeof line, "%s[%s] %3.0f%%  step %ld/%ld  loss %s  %.1f utt/s  %s %s", epoch,
+             bar, 100 * frac, s->step, total, loss, p->utt_s,
              s->step < total ? "ETA" : "done in", left);
-    ds_print_bar(line);
+    ds_print_bar(line, s->step >= total);
 }

@@ -98,9 +98,10 @@ ds_status ds_run_check_sync(run_state *r, long step);
 void ds_stop_signals_install(void);
 int ds_stop_signal(void);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang|inf|nan|slow|killsave:RANK:STEP[-LAST]
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf|nan|slow|stop|killsave:RANK:STEP[-LAST]
  * makes that rank exit, hang or sleep 0.5 s before that step (steps count
- * from 1), die by SIGKILL 4 KiB into its next checkpoint write (killsave),
+ * from 1), raise SIGUSR1 there (stop), die by SIGKILL 4 KiB into its next
+ * checkpoint write (killsave),
  * or returns the DS_POISON_* kind for a NaN loss (nan) or an Inf in the
  * gradients (inf) of that step on that rank (each of the steps STEP..LAST;
  * else DS_POISON_NONE), for the tests of what the other ranks do then

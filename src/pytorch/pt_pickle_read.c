@@ -763,15 +763,6 @@ static ds_status find_state_dict(um *u, const val *top, const val **sd, int *wra
     return DS_OK;
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static ds_status copy_refs(um *u, const val *sd, int wrapped, ds_pt_refs *out)
 {
     const char *where = wrapped ? "state_dict entry" : "key";
@@ -789,8 +780,8 @@ static ds_status copy_refs(um *u, const val *sd, int wrapped, ds_pt_refs *out)
                            kind_name[v->kind]);
         ds_pt_tensor_ref *r = &out->t[out->n++];
         const tensor_view *t = v->t;
-        r->key = dup_str(k->s);
-        r->storage = dup_str(t->storage->s);
+        r->key = strdup(k->s);
+        r->storage = strdup(t->storage->s);
         if (!r->key || !r->storage)
             return oom(u);
         r->dt = t->storage->dt;

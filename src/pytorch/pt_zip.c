@@ -254,7 +254,6 @@ ds_status ds_pt_zip_read(ds_pt_zip_reader *r, const char *name, const char *what
     return DS_OK;
 }
 
-const char *ds_pt_zip_path(const ds_pt_zip_reader *r) { return r->path; }
 
 void ds_pt_zip_close_reader(ds_pt_zip_reader *r)
 {

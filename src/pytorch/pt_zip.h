@@ -41,8 +41,6 @@ int ds_pt_zip_has(ds_pt_zip_reader *r, const char *name);
  * (or NULL) says in messages what the record holds ("key fc.0.module.1.weight"). */
 ds_status ds_pt_zip_read(ds_pt_zip_reader *r, const char *name, const char *what, size_t max,
                          void **data, size_t *len);
-/* The path the reader was opened on (for messages). */
-const char *ds_pt_zip_path(const ds_pt_zip_reader *r);
 void ds_pt_zip_close_reader(ds_pt_zip_reader *r);
 
 #endif

@@ -20,7 +20,7 @@ run() {   # the job as a user runs it; its output in $work/run-N.log
     >"$work/run-$n.log" 2>&1
 }
 val_lines() { grep -c '"eval":"val"' "$out/train.jsonl"; }
-cer_of() { sed -nE 's/.*"cer":([0-9.]+).*/\1/p' | tail -1; }
+cer_of() { grep '"eval":"val"' | sed -nE 's/.*"cer":([0-9.]+).*/\1/p' | tail -1; }   # the last validation's
 
 # ---- 1: from nothing, one epoch
 run 1 --epochs 1; rc=$?
@@ -87,12 +87,24 @@ rc=$?
 check "[ $rc -eq 0 ] && grep -q 'resumed from .*step-00000010.h5: step 10, epoch 1, global batch 0' '$work/pe-2.log'" \
   "resume after an epoch ending on a periodic checkpoint starts the next epoch (exit $rc)"
 check "[ \$(grep -c '\"eval\":\"val\"' '$work/pe.jsonl') -eq 2 ]" "one validation per epoch across the resume"
+# ... and a stop (SIGUSR1) on an epoch's last step, saved before that epoch's
+# validation, resumes into it: its validation is not lost, nor repeated
+ps=("${pe[@]/#$work\/pe/$work/ps}")
+DSTRAIN_FAULT=stop:0:10 "$bin" "${ps[@]}" --epochs 2 >"$work/ps-1.log" 2>&1; rc1=$?
+"$bin" "${ps[@]}" --epochs 2 >"$work/ps-2.log" 2>&1; rc2=$?
+ep0=$(grep -c '"eval":"val","epoch":0,' "$work/ps.jsonl")
+vals=$(grep -c '"eval":"val"' "$work/ps.jsonl")
+check "[ $rc1 -eq 75 ] && [ $rc2 -eq 0 ] && grep -q 'stopped by .* after step 10' '$work/ps-1.log' &&
+       [ $ep0 -eq 1 ] && [ $vals -eq 2 ]" \
+  "a stop on an epoch's last step validates that epoch once, on resume (exits $rc1 $rc2; epoch 0: $ep0, all: $vals)"
 
-# ---- the progress bar, asked for: redrawn in place (carriage returns) with the time left
-"$bin" train --model mini --train "$out/features/dev.h5" --steps 4 --batch 4 --progress bar --print-every 0 \
+# ---- the progress bar, asked for: redrawn in place (carriage returns) with
+# the time left worked out, and the final bar ("done in") left on its line
+"$bin" train --model mini --train "$out/features/dev.h5" --steps 12 --batch 4 --progress bar --print-every 0 \
   >"$work/bar.log" 2>&1
-check "grep -q \$'\\r' '$work/bar.log' && grep -q 'ETA' '$work/bar.log' && grep -q 'step 4/4' '$work/bar.log'" \
-  "--progress bar draws a bar with the step and the time left"
+kept=$(grep -c $'step 12/12 .*done in [0-9:]*\e\\[K$' "$work/bar.log")   # ends its line, not erased
+check "grep -q \$'\\r' '$work/bar.log' && grep -Eq 'ETA [0-9]+:[0-9]{2}' '$work/bar.log' && [ $kept -eq 1 ]" \
+  "--progress bar draws a bar with the step and the time left, and keeps the last"
 "$bin" train --model mini --train "$out/features/dev.h5" --steps 2 --batch 4 --progress lines --print-every 1 \
   >"$work/lines.log" 2>&1
 check "grep -q '^step  *2/2' '$work/lines.log' && ! grep -q \$'\\r' '$work/lines.log'" \

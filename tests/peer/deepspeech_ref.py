@@ -159,7 +159,6 @@ class DeepSpeech(nn.Module):
         self.fc = nn.Sequential(SequenceWise(nn.Sequential(
             nn.BatchNorm1d(hidden), nn.Linear(hidden, int(cfg["n_classes"]), bias=False))))
         self.inference_softmax = InferenceBatchSoftmax()
-        self.conv_specs = cfg["conv"]
 
     def get_seq_lens(self, input_length):
         seq_len = input_length

@@ -52,12 +52,6 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* data [count] doubles as dataset name of dims [rank]. */
-static ds_status put(hid_t f, const char *name, int rank, const hsize_t *dims, const double *data)
-{
-    return ds_h5_write(f, name, DS_F64, rank, dims, data);
-}
-
 static ds_status write_out(const opts *o, ds_model *m, const ds_batch *b, const double *logits)
 {
     const ds_model_cfg *cfg = ds_model_config(m);
@@ -70,9 +64,9 @@ static ds_status write_out(const opts *o, ds_model *m, const ds_batch *b, const 
     ds_status st;
     DS_TRY_GOTO(st, ds_convert(DS_F64, x, DS_F32, b->features, nf), out);
     DS_TRY_GOTO(st, ds_h5_create(o->out, &f), out);
-    DS_TRY_GOTO(st, put(f, "batch/features", 3, (hsize_t[]){b->n, b->t, b->f}, x), out);
+    DS_TRY_GOTO(st, ds_h5_write(f, "batch/features", DS_F64, 3, (hsize_t[]){b->n, b->t, b->f}, x), out);
     DS_TRY_GOTO(st, ds_h5_write(f, "batch/lengths", DS_I32, 1, (hsize_t[]){b->n}, b->lengths), out);
-    DS_TRY_GOTO(st, put(f, "out/logits", 3, (hsize_t[]){T, b->n, cfg->n_classes}, logits), out);
+    DS_TRY_GOTO(st, ds_h5_write(f, "out/logits", DS_F64, 3, (hsize_t[]){T, b->n, cfg->n_classes}, logits), out);
     st = ds_h5_write(f, "out/out_lengths", DS_I32, 1, (hsize_t[]){b->n}, ds_model_out_lengths(m));
 out:
     if (f >= 0 && ds_h5_close(f) != DS_OK && st == DS_OK)
