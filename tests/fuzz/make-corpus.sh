@@ -5,7 +5,8 @@
 # crashed a harness (crash-*, oom-*) live beside the seeds and are kept, as are
 # checkpoint/v1-micro-fp32.h5 (format 1, written before a034270: eval and
 # transcribe still load it) and v2-micro-fp32.h5 (format 2, before the
-# attributes' CRC: resume still loads it).
+# attributes' CRC: resume still loads it), and dataset/v1-prep-mel-f16.h5
+# (feature file version 1).
 # usage: tests/fuzz/make-corpus.sh DSTRAIN_BINARY [OUT_DIR]   (tests/fuzz/corpus)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
