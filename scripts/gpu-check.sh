@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# gpu-check.sh - the GPU acceptance run on a lent GPU machine: build with
-# CUDA, run every CUDA test, compare the whole model with the CPU, train ds2
-# and the mini corpus on the GPU, memcheck a short run; one results file.
-# See usage(). Runs from the checkout root, as root, without network.
+# gpu-check.sh - the GPU acceptance run on a lent GPU machine, sized for its
+# short lease: a first profile that answers the main questions in one
+# 10-minute device call (build, every 1-GPU correctness test, a ds2 timing
+# beside PyTorch), a second for what is left (bench sweep, kernel profile,
+# fp16 convergence, the mini corpus, memcheck, multi-GPU tests). See usage().
+# Runs from the checkout root, as root, without network.
 # No `set -e`/`-u`: a failing command or an unset variable ends its part,
 # never the run (every part must run and be recorded).
 set -o pipefail
@@ -11,135 +13,228 @@ export LC_ALL=C
 prog=${0##*/}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
-ALL_PARTS="env libs build tests model ds2 precision bench mini memcheck"
+
+# Parts in order of priority, and each part's cap in seconds. A profile's
+# caps add up to no more than its budget (tests/gpu/gpu_check_dry.sh checks).
+FIRST_PARTS="env libs build tests timing peer"
+SECOND_PARTS="env libs build precision sweep kernels mini memcheck multi"
+ALL_PARTS="env libs build tests timing peer precision sweep kernels mini memcheck multi"
+declare -A CAP=([env]=20 [libs]=40 [build]=120 [tests]=220 [timing]=70 [peer]=70
+                [precision]=60 [sweep]=80 [kernels]=60 [mini]=70 [memcheck]=60 [multi]=60)
+# the second profile's build is incremental when the first's build-gpu is there
+CAP_SECOND_BUILD=90
+BUDGET_DEFAULT=540
+# Tests labelled cuda that the first profile leaves to the second: they are
+# not 1-GPU correctness checks of the ops (fp16 convergence over 300 steps,
+# the CUPTI kernel profile).
+SECOND_TESTS="fp16_small_gpu test_profile_backend_cuda"
 
 usage() {
   cat <<EOF
-Usage: scripts/$prog [--parts LIST] [--help]
+Usage: scripts/$prog --first|--second [--dry-run] [--parts LIST] [--help]
 
-On a machine with an NVIDIA GPU, CUDA (nvcc), CMake and gcc, after
-scripts/gpu-bundle.sh has been run where the checkout was made (its
-.gpu-bundle.tar.xz travels with the checkout, or .gpu-bundle/ is there):
+The GPU acceptance run. On the device tool's GPU machine (one H100 or H200,
+16 cores, 15 minutes of machine time in all, at most 10 minutes a call,
+handed back after 30 s idle), from the checkout root, two calls in order:
 
-  env       the bundle's env.sh (unpacked from .gpu-bundle.tar.xz if needed);
-            GPU name, driver, memory, compute capability; nvcc, CMake, gcc
-  libs      cuDNN, NCCL and CUPTI: /usr/local/cuda (and /usr) first, else the
-            pip packages of python3 (nvidia-cudnn-cu13, nvidia-nccl-cu13,
-            nvidia-cuda-cupti), else (CUPTI only) the bundle's copy of the
-            toolkit's where the bundle was made; unversioned .so links made
-            where only libX.so.N exists
-  build     a fresh build-gpu: -DDSTRAIN_CUDA_ARCHS=<this GPU only> and the
-            cuDNN/NCCL/CUPTI paths above, all cores; fails without the
-            CUDA backend or without its kernel profile (CUPTI)
-  tests     ctest: every test labelled cuda and every test whose name has
-            "gpu" (but model_gpu_vs_cpu*), --output-on-failure; a skipped
-            test fails the part (a GPU is there: nothing may skip)
-  model     ctest model_gpu_vs_cpu* (the whole model, GPU against CPU);
-            "not found" (a failure) when the build has no such test
-  ds2       dstrain train --model ds2 --synthetic --device cuda --precision
-            fp32 --steps 200 --batch 32: first/last loss, ms/step, utt/s, memory
-  precision ds2 on synthetic data, 30 steps at batch 32 and 64 in fp32, fp16
-            and bf16: median ms/step of the steps after the 5th, and the
-            fp16/fp32 and bf16/fp32 speedups; then the small preset 300 steps
-            in fp16 and fp32 (same data and seed): fails unless fp16's mean
-            loss over the last 20 steps is within 5% of fp32's
-  mini      the mini corpus (data/make-mini-librispeech.sh with the bundle's
-            espeak-ng and sox), prep train/dev, the small preset on the GPU for
-            8 epochs (adamw, lr 1e-3, batch 8, seed 7): dev CER/WER before and
-            after; fails unless CER falls below 0.75 x untrained
-  memcheck  compute-sanitizer --tool memcheck --error-exitcode 1 on 5 steps
-            of the tiny preset
+  1. scripts/$prog --first     timeout_s 600; carry .gpu-bundle.tar.xz
+  2. scripts/$prog --second    at once after it, on the still warm machine,
+                               with the time left: GPU_CHECK_BUDGET=<that
+                               minus 30> scripts/$prog --second, timeout_s
+                               the time left; carry .gpu-bundle.tar.xz and
+                               .gpu-data
 
-Every part runs even when an earlier one failed, each under a timeout
-(timeout(1)) inside a total budget. Results: one markdown table
-bench/results/gpu-check-<UTC date>-<gpu>.md (part, pass/fail, figures,
-seconds; the tests one by one; GPU, driver, CUDA, cuDNN, NCCL, git revision,
-the command), copied with the full log to \$OUT when that is set. Exit 1 if
-any part run now failed, 0 otherwise.
+Prepare both here first: scripts/gpu-bundle.sh (the libraries the machine
+lacks: MPI, HDF5, OpenBLAS, FFTW, libsndfile, cJSON) and scripts/gpu-data.sh
+(the mini corpus' features, made on this CPU; nothing that can run here runs
+there). Together with the working tree they stay under the tool's 64 MiB.
 
+--first (budget $BUDGET_DEFAULT s; parts in order of priority, each with its cap):
+  env       ${CAP[env]} s  the bundle's env.sh (unpacked from .gpu-bundle.tar.xz);
+            GPU name, driver, memory, compute capability, GPU count; nvcc,
+            CMake, gcc
+  libs      ${CAP[libs]} s  cuDNN, NCCL and CUPTI: /usr/local/cuda (and /usr) first,
+            else python3's pip packages (nvidia-cudnn-cu13, nvidia-nccl-cu13,
+            nvidia-cuda-cupti), else (CUPTI only) the bundle's copy; a missing
+            CUPTI is recorded, not a failure
+  build     ${CAP[build]} s  a fresh build-gpu for this GPU's architecture only
+            (-DDSTRAIN_CUDA_ARCHS=XX), all cores; without CUPTI it goes on
+            without the kernel profile
+  tests     ${CAP[tests]} s  every 1-GPU correctness test: ctest -L cuda -LE multi-gpu,
+            less $SECOND_TESTS (the unit *_cuda tests, parity
+            float32/64/16/bf16, model_gpu_vs_cpu*, test_convert_cuda,
+            nccl_one_rank, gpu_out_of_memory, data_parallel_gpu, ...);
+            a skip fails here (a GPU is there)
+  timing    ${CAP[timing]} s  dstrain bench ds2, LibriSpeech-like lengths, batch 32,
+            fp32 and fp16, train: samples/s and ms/step
+  peer      ${CAP[peer]} s  bench/pytorch_ds2.py, the same model, lengths and batch:
+            eager fp32 and AMP; bench/compare against the timing
+--second (budget $BUDGET_DEFAULT s, or GPU_CHECK_BUDGET):
+  env, libs as above; build ${CAP_SECOND_BUILD} s, incremental on the first's build-gpu
+  precision ${CAP[precision]} s  ctest fp16_small_gpu (small preset, fp16 and bf16 within 5%
+            of fp32 after 300 steps)
+  sweep     ${CAP[sweep]} s  dstrain bench ds2: batch 8,16,32,64 x fp32,fp16,bf16 x
+            train,forward; plots
+  kernels   ${CAP[kernels]} s  ctest test_profile_backend_cuda; bench --profile kernels
+            (CUPTI) at batch 32 fp16 with a trace; skipped without CUPTI
+  mini      ${CAP[mini]} s  the small preset trained on the GPU on the mini corpus'
+            features from .gpu-data (made here by scripts/gpu-data.sh): dev
+            CER before and after; fails unless it falls below 0.75 x untrained
+  memcheck  ${CAP[memcheck]} s  compute-sanitizer --tool memcheck on 5 steps of tiny
+  multi     ${CAP[multi]} s  the multi-gpu tests whose GPU count (label gpus-N) is
+            at most the GPUs visible; none on one GPU (recorded as not run)
+
+A part runs under timeout(1) with its cap, less when the budget has less
+left; a part with under 15 s left is recorded "not run (budget spent)".
+Every part runs even when an earlier one failed. After every part the
+results table and the log are rewritten in \$OUT (when set; the device
+tool's folder) and in build-gpu/gpu-check/, so a call stopped at its limit
+still brings back every finished part. Files in \$OUT: the table
+gpu-check-<UTC date>-<gpu>.md, gpu-check.log, logs.tar.gz (every part's
+logs), ds2-timing.json and ds2-torch.json (first); ds2-sweep.json,
+ds2-profile.json and bench.tar.gz (second). The table is also written to
+bench/results/ in the checkout: commit it there with the figures. Exit 1 if
+a part run now failed, else 0.
+
+--dry-run     plan without a GPU: the parts, their caps and the budget, the
+              tests selected (from the build folder's ctest list), and each
+              part's command, recorded as "dry-run" with the same table
+              written after every part; builds and runs nothing.
+              GPU_CHECK_GPUS (1) is the GPU count it plans for,
+              GPU_CHECK_ARCH (90) the architecture, GPU_CHECK_BUILD the
+              build folder whose tests it lists (build-gpu, else build).
 --parts LIST  run only these parts (comma-separated, from: ${ALL_PARTS// /,});
-              env and libs always run. The results of earlier calls on the
-              same build-gpu are kept in the table, so a run longer than one
-              device call can be split:
-                scripts/$prog --parts build,tests,model
-                scripts/$prog --parts ds2,precision,bench
-                scripts/$prog --parts mini,memcheck
-              (build clears the earlier results: they were another build's)
+              env and libs always run.
 
 Environment:
-  GPU_CHECK_BUDGET  seconds for the whole run (1140; 570 when \$OUT is set,
-                    the device tool's 10-minute call); each part gets at most
-                    its own cap and leaves 30 s for every part after it
-  GPU_CHECK_JOBS    ctest -j for the tests part (4)
-  GPU_CHECK_ARCH    the sm_XX to build for instead of this GPU's (a dry run
-                    on a machine without one: GPU_CHECK_ARCH=90)
+  GPU_CHECK_BUDGET  seconds for the whole run ($BUDGET_DEFAULT)
+  GPU_CHECK_JOBS    ctest -j for the test parts (6)
+  GPU_CHECK_ARCH    the sm_XX to build for instead of this GPU's
+  GPU_CHECK_GPUS    the GPU count to plan for instead of nvidia-smi's
   DSTRAIN_GIT_REV   the revision to record where the checkout has no .git
-  OUT               a folder for a copy of the results and the full log
+  OUT               a folder for the results as they are made
 EOF
 }
 
 # ---- arguments ----------------------------------------------------------------------
-parts=$ALL_PARTS
+profile="" parts="" dry=0
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
+    --first) profile=first; shift ;;
+    --second) profile=second; shift ;;
+    --dry-run) dry=1; shift ;;
     --parts) [ $# -ge 2 ] || { usage >&2; exit 2; }; parts="env libs ${2//,/ }"; shift 2 ;;
     --parts=*) parts="env libs $(tr , ' ' <<<"${1#--parts=}")"; shift ;;
     *) echo "$prog: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
+if [ -z "$parts" ]; then
+  case $profile in
+    first) parts=$FIRST_PARTS ;;
+    second) parts=$SECOND_PARTS ;;
+    *) echo "$prog: say --first or --second (or --parts LIST)" >&2; usage >&2; exit 2 ;;
+  esac
+fi
 for p in $parts; do
   [[ " $ALL_PARTS " == *" $p "* ]] || { echo "$prog: unknown part '$p' (parts: $ALL_PARTS)" >&2; exit 2; }
 done
 wants() { [[ " $parts " == *" $1 "* ]]; }
+# the parts in priority order, each once
+parts=$(for p in $ALL_PARTS; do wants "$p" && echo "$p"; done | tr '\n' ' ')
+[ "$profile" = second ] && CAP[build]=$CAP_SECOND_BUILD
 
 build=$repo/build-gpu
-work=$build/gpu-check                 # logs, the part table, corpus, runs
+work=$build/gpu-check                 # logs, the part table, runs
+[ "$dry" -eq 1 ] && work=${GPU_CHECK_WORK:-$repo/build-gpu-check-dry}
 state=$work/parts.tsv                 # PART<TAB>RESULT<TAB>SECONDS<TAB>FIGURES
 tests_tsv=$work/tests.tsv             # TEST<TAB>RESULT<TAB>SECONDS
 info=$work/info.txt                   # KEY<TAB>VALUE: machine and library versions
 log=$work/gpu-check.log
-budget=${GPU_CHECK_BUDGET:-$([ -n "${OUT:-}" ] && echo 570 || echo 1140)}
+budget=${GPU_CHECK_BUDGET:-$BUDGET_DEFAULT}
+[[ $budget =~ ^[0-9]+$ ]] || { echo "$prog: GPU_CHECK_BUDGET must be whole seconds, not '$budget'" >&2; exit 2; }
 start=$SECONDS
-command_line="scripts/$prog${*:+ $*}"
-[ "$parts" = "$ALL_PARTS" ] || command_line="scripts/$prog --parts $(tr ' ' , <<<"$parts")"
+command_line="scripts/$prog${profile:+ --$profile}"
+[ "$dry" -eq 1 ] && command_line+=" --dry-run"
+case " $FIRST_PARTS | $SECOND_PARTS " in
+  *" ${parts% } |"* | *"| ${parts% } "*) ;;   # a whole profile
+  *) command_line+=" --parts $(tr ' ' , <<<"${parts% }" | sed 's/,$//')" ;;
+esac
+[ -n "${GPU_CHECK_BUDGET:-}" ] && command_line="GPU_CHECK_BUDGET=$budget $command_line"
+out_dir=${OUT:-}
+[ -n "$out_dir" ] && { mkdir -p "$out_dir" || out_dir=""; }
 
-# "build" starts from nothing: a fresh build folder, no results of another build.
-if wants build; then rm -rf "$build"; fi
+# A first profile (or a fresh build) starts from nothing: a new build folder,
+# no results of another build. The second keeps the first's.
+fresh=0
+{ [ "$profile" = first ] || { wants build && [ "$profile" != second ]; }; } && fresh=1
+[ "$fresh" -eq 1 ] && [ "$dry" -eq 0 ] && rm -rf "$build"
+[ "$dry" -eq 1 ] && rm -rf "$work"
 mkdir -p "$work"
+[ "$fresh" -eq 1 ] && : >"$state" && : >"$tests_tsv" && : >"$info"
 touch "$state" "$tests_tsv" "$info"
+# The log goes where a stopped call still brings it back: $OUT when set.
+[ -n "$out_dir" ] && log=$out_dir/gpu-check.log
 exec > >(tee -a "$log") 2>&1
-echo "== $prog: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), parts: $parts, budget ${budget}s"
+tee_pid=$!
+echo "== $prog: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), ${profile:-custom} profile$([ "$dry" -eq 1 ] && echo ", dry run"), budget ${budget}s"
+
+# The plan: each part's cap, their sum against the budget.
+plan_total=0
+plan_line=""
+for p in $parts; do plan_total=$((plan_total + CAP[$p])); plan_line+=" $p ${CAP[$p]}"; done
+echo "plan:$plan_line; caps total ${plan_total}s of a ${budget}s budget"
 
 # ---- bookkeeping -----------------------------------------------------------------------
 failed_now=0
 set_info() { grep -v "^$1	" "$info" >"$info.tmp"; printf '%s\t%s\n' "$1" "$2" >>"$info.tmp"; mv "$info.tmp" "$info"; }
 get_info() { awk -F '\t' -v k="$1" '$1 == k { print $2 }' "$info"; }
-
-# run_part NAME CAP FUNCTION: runs FUNCTION with $deadline set (CAP seconds,
-# less if the budget must keep 30 s for each later part), records
-# "pass"/"fail", the seconds and the figures the function left in $fig.
-run_part() {
-  local name=$1 cap=$2 fn=$3 later p left t0 rc
-  # the parts still to come in this run
-  later=$(for p in $ALL_PARTS; do echo "$p"; done | sed -n "/^$name\$/,\$p" | tail -n +2 |
-          while read -r p; do wants "$p" && echo x; done | wc -l)
-  left=$((budget - (SECONDS - start) - 30 * later))
-  [ "$left" -lt "$cap" ] && cap=$left
-  [ "$cap" -lt 10 ] && cap=10
-  deadline=$((SECONDS + cap))
-  fig=""
-  echo
-  echo "== part $name (at most ${cap}s)"
-  t0=$SECONDS
-  "$fn"; rc=$?
-  local result=pass
-  [ $rc -eq 0 ] || { result=fail; failed_now=1; }
-  echo "== part $name: $result ($((SECONDS - t0))s) $fig"
-  grep -v "^$name	" "$state" >"$state.tmp"
-  printf '%s\t%s\t%s\t%s\n' "$name" "$result" "$((SECONDS - t0))" "${fig//	/ }" >>"$state.tmp"
+record() {   # record PART RESULT SECONDS FIGURES
+  grep -v "^$1	" "$state" >"$state.tmp"
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4//	/ }" >>"$state.tmp"
   mv "$state.tmp" "$state"
 }
+
+# run_part NAME FUNCTION: runs FUNCTION with $deadline set (the part's cap,
+# less if the budget has less left), records pass / fail / skipped (the
+# function returned 77: nothing it could do here, said in $fig), the seconds
+# and the figures the function left in $fig; then writes the results.
+run_part() {
+  local name=$1 fn=$2 cap=${CAP[$1]} left t0 rc result
+  left=$((budget - $(elapsed)))
+  [ "$left" -lt "$cap" ] && cap=$left
+  echo
+  if [ "$cap" -lt 15 ]; then
+    echo "== part $name: not run (budget spent: ${left}s left of ${budget}s)"
+    record "$name" "not run" 0 "budget spent (${left}s left of ${budget}s)"
+    write_results
+    return
+  fi
+  deadline=$((SECONDS + cap))
+  fig=""
+  echo "== part $name (at most ${cap}s)"
+  t0=$SECONDS
+  if [ "$dry" -eq 1 ]; then
+    "dry_$fn"; rc=$?
+    result=dry-run
+  else
+    "$fn"; rc=$?
+    case $rc in 0) result=pass ;; 77) result=skipped ;; *) result=fail; failed_now=1 ;; esac
+  fi
+  [ "$dry" -eq 1 ] && dry_clock=$((dry_clock + cap))   # a dry part takes its whole cap
+  echo "== part $name: $result ($((SECONDS - t0))s) $fig"
+  record "$name" "$result" "$((SECONDS - t0))" "$fig"
+  write_results
+  if [ "$dry" -eq 1 ] && [ "${GPU_CHECK_DRY_STOP_AFTER:-}" = "$name" ]; then
+    echo "== stopping here (GPU_CHECK_DRY_STOP_AFTER=$name): SIGKILL, as a call's limit would"
+    sleep 0.2
+    kill -9 $$
+  fi
+}
+# elapsed: seconds of the budget used; a dry run counts every part as
+# taking its whole cap, so that it shows what a budget leaves out
+dry_clock=0
+elapsed() { if [ "$dry" -eq 1 ]; then echo "$dry_clock"; else echo $((SECONDS - start)); fi; }
 # left: seconds until this part's deadline (at least 5), for `timeout`
 left() { local l=$((deadline - SECONDS)); [ $l -lt 5 ] && l=5; echo $l; }
 # timed_out RC: the command hit its timeout (124; 137 after the KILL that
@@ -147,8 +242,10 @@ left() { local l=$((deadline - SECONDS)); [ $l -lt 5 ] && l=5; echo $l; }
 # tests and ranks a command started end with it.
 timed_out() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 have_build() { [ -x "$build/dstrain" ] || { fig="no build-gpu/dstrain (the build part failed or did not run)"; return 1; }; }
+# the Python that holds CUDA torch there (the image's python3), for the peer
+py=$(command -v python3 || echo /usr/bin/python3)
 
-# ---- env: the bundle, the GPU, the toolchain ---------------------------------------------
+# ---- the bundle and the libraries' places -------------------------------------------------
 # The bundle comes as .gpu-bundle.tar.xz (what the device tool carries). It
 # is unpacked next to it unless .gpu-bundle/ already holds this very archive
 # (its .archive stamp: size and time, written here and by gpu-bundle.sh).
@@ -179,37 +276,7 @@ load_bundle() {
   echo "bundle: $DSTRAIN_BUNDLE ($(wc -l <"$dir/PACKAGES.txt") Debian packages)"
 }
 
-part_env() {
-  local ok=0 q name drv mem cc
-  load_bundle || { ok=1; fig="bundle missing (scripts/gpu-bundle.sh); "; }
-  [ -d /usr/local/cuda/bin ] && [[ ":$PATH:" != *":/usr/local/cuda/bin:"* ]] && PATH=$PATH:/usr/local/cuda/bin
-  if q=$(timeout -k 10 "$(left)" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
-           --format=csv,noheader 2>&1 | head -1) && [ -n "$q" ] && [[ $q != *"failed"* ]]; then
-    IFS=, read -r name drv mem cc <<<"$q"
-    name=$(echo $name) drv=$(echo $drv) mem=$(echo $mem) cc=$(echo $cc)
-  else
-    echo "nvidia-smi: ${q:-not found}"; ok=1
-  fi
-  # compute capability from torch when this nvidia-smi lacks compute_cap
-  if [[ ! ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then
-    cc=$(timeout 60 python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null)
-  fi
-  set_info gpu "${name:-unknown}"; set_info driver "${drv:-unknown}"; set_info gpu_memory "${mem:-unknown}"
-  set_info compute_capability "${cc:-unknown}"
-  if [[ ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then set_info arch "${cc/./}"; else set_info arch native; ok=1; fi
-  set_info nvcc "$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
-  set_info cuda_driver_api "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
-  set_info cmake "$(cmake --version 2>/dev/null | head -1 | awk '{ print $3 }')"
-  set_info gcc "$(gcc -dumpfullversion 2>/dev/null)"
-  set_info os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")"
-  set_info cpus "$(nproc)"
-  set_info git "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "${DSTRAIN_GIT_REV:-unknown (no .git; set DSTRAIN_GIT_REV)}")"
-  command -v nvcc >/dev/null || { echo "nvcc not found (PATH, /usr/local/cuda/bin)"; ok=1; }
-  fig+="${name:-no GPU}, driver ${drv:-?}, ${mem:-?}, compute ${cc:-?}; nvcc $(get_info nvcc)"
-  return $ok
-}
-
-# ---- libs: cuDNN and NCCL ---------------------------------------------------------------
+# ---- where cuDNN, NCCL and CUPTI are ------------------------------------------------------
 # find_lib NAME HEADER: sets ${NAME}_inc/_lib/_how. The CUDA toolkit and the
 # system first, then the pip packages of python3 (nvidia/*/include, lib).
 find_lib() {
@@ -226,21 +293,18 @@ find_lib() {
   fi
   if [ -z "$lib" ]; then
     # pip: nvidia is a namespace package (no __file__): search its folders
-    py_dirs=$(timeout 60 python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
+    py_dirs=$(timeout 60 "$py" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
     inc=$(for d in $py_dirs; do find "$d" -maxdepth 4 -name "$header" -printf '%h\n' 2>/dev/null; done | head -1)
     lib=$(for d in $py_dirs; do find "$d" -maxdepth 4 -name "lib$name.so*" -printf '%h\n' 2>/dev/null; done | head -1)
-    how="pip ($(python3 -c 'import sys; print(sys.executable)' 2>/dev/null))"
+    how="pip ($("$py" -c 'import sys; print(sys.executable)' 2>/dev/null))"
   fi
   printf -v "${name}_inc" '%s' "$inc"; printf -v "${name}_lib" '%s' "$lib"; printf -v "${name}_how" '%s' "$how"
   [ -n "$inc" ] && [ -n "$lib" ]
 }
-# header_version FILE PREFIX: "MAJOR.MINOR.PATCH" from #defines
 header_version() {
   awk -v p="$2" '$1 == "#define" && $2 ~ "^" p "(MAJOR|MINOR|PATCH|PATCHLEVEL)$" { v[$2] = $3 }
     END { printf "%s.%s.%s", v[p "MAJOR"], v[p "MINOR"], (p "PATCH") in v ? v[p "PATCH"] : v[p "PATCHLEVEL"] }' "$1"
 }
-# link_unversioned NAME DIR: the path of libNAME.so, made as a link in
-# $work/links when DIR has only libNAME.so.N (as pip's packages do).
 link_unversioned() {
   local name=$1 dir=$2 real
   if [ -e "$dir/lib$name.so" ]; then echo "$dir/lib$name.so"; return; fi
@@ -250,8 +314,6 @@ link_unversioned() {
   ln -sfn "$real" "$work/links/lib$name.so"
   echo "$work/links/lib$name.so"
 }
-
-# bundle_cupti: sets cupti_inc/_lib/_how to the GPU bundle's CUPTI, when it has one
 bundle_cupti() {
   [ -n "${DSTRAIN_BUNDLE_CUPTI:-}" ] && [ -f "$DSTRAIN_BUNDLE_CUPTI/include/cupti.h" ] || return 1
   cupti_inc=$DSTRAIN_BUNDLE_CUPTI/include
@@ -259,6 +321,65 @@ bundle_cupti() {
   cupti_how="the GPU bundle's: $(cat "$DSTRAIN_BUNDLE_CUPTI/VERSION" 2>/dev/null || echo "version unknown")"
 }
 
+# build_with_cpath: a target that includes a header of a bundled library
+# without that library's include folder builds on a machine that has the
+# header in /usr/include, not here. The part has failed then; this second
+# build, with the bundle's include folders on CPATH, only lets the later
+# parts run.
+build_with_cpath() {
+  local missing
+  missing=$(sed -nE 's/.*fatal error: ([^:]+): No such file or directory.*/\1/p' "$work/build.log" | sort -u)
+  [ -n "$missing" ] && [ -n "${DSTRAIN_BUNDLE:-}" ] || return 0
+  echo "headers not found: $missing; building again with the bundle's include folders on CPATH"
+  CPATH=$DSTRAIN_BUNDLE/root/usr/include:$DSTRAIN_BUNDLE/root/usr/include/x86_64-linux-gnu/openblas-pthread \
+    timeout -k 10 "$(left)" cmake --build "$build" -j "$(nproc)" >"$work/build-cpath.log" 2>&1 || return 0
+  record_version
+  fig+="; headers not found: $(echo $missing) (a target lacks that library's include folder: fix CMakeLists);"
+  fig+=" built with CPATH=bundle includes so that the later parts could run"
+}
+
+# ---- env: the bundle, the GPU, the toolchain ---------------------------------------------
+part_env() {
+  local ok=0 q name drv mem cc n
+  load_bundle || { ok=1; fig="bundle missing (scripts/gpu-bundle.sh); "; }
+  [ -d /usr/local/cuda/bin ] && [[ ":$PATH:" != *":/usr/local/cuda/bin:"* ]] && PATH=$PATH:/usr/local/cuda/bin
+  if q=$(timeout -k 10 "$(left)" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+           --format=csv,noheader 2>&1) && [ -n "$q" ] && [[ $q != *"failed"* ]]; then
+    n=$(grep -c . <<<"$q")
+    IFS=, read -r name drv mem cc <<<"$(head -1 <<<"$q")"
+    name=$(echo $name) drv=$(echo $drv) mem=$(echo $mem) cc=$(echo $cc)
+  else
+    echo "nvidia-smi: ${q:-not found}"; ok=1; n=0
+  fi
+  # compute capability from torch when this nvidia-smi lacks compute_cap
+  if [[ ! ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then
+    cc=$(timeout 60 "$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null)
+  fi
+  set_info gpu "${name:-unknown}"; set_info driver "${drv:-unknown}"; set_info gpu_memory "${mem:-unknown}"
+  set_info compute_capability "${cc:-unknown}"
+  set_info gpus "${GPU_CHECK_GPUS:-$n}"
+  if [[ ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then set_info arch "${cc/./}"; else set_info arch native; ok=1; fi
+  set_info nvcc "$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
+  set_info cuda_driver_api "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+  set_info cmake "$(cmake --version 2>/dev/null | head -1 | awk '{ print $3 }')"
+  set_info gcc "$(gcc -dumpfullversion 2>/dev/null)"
+  set_info os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")"
+  set_info cpus "$(nproc)"
+  record_git
+  command -v nvcc >/dev/null || { echo "nvcc not found (PATH, /usr/local/cuda/bin)"; ok=1; }
+  fig+="${name:-no GPU} x${n}, driver ${drv:-?}, ${mem:-?}, compute ${cc:-?}; nvcc $(get_info nvcc)"
+  return $ok
+}
+record_git() {
+  set_info git "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "${DSTRAIN_GIT_REV:-unknown (no .git; set DSTRAIN_GIT_REV)}")"
+}
+dry_part_env() {
+  set_info gpu "dry run (no GPU)"; set_info arch "${GPU_CHECK_ARCH:-90}"; set_info gpus "${GPU_CHECK_GPUS:-1}"
+  record_git
+  fig="would unpack .gpu-bundle.tar.xz, read nvidia-smi; planning for $(get_info gpus) GPU(s), sm_$(get_info arch)"
+}
+
+# ---- libs: cuDNN, NCCL, CUPTI ---------------------------------------------------------
 # shellcheck disable=SC2154  # cudnn_inc/_lib/_how, nccl_*, cupti_*: set by find_lib (printf -v)
 part_libs() {
   local ok=0
@@ -279,85 +400,115 @@ part_libs() {
   else
     set_info nccl "not found"; ok=1
   fi
-  # CUPTI (the kernel profile): the machine's, else the bundle's (gpu-bundle.sh, add_cupti)
+  # CUPTI (the kernel profile): the machine's, else the bundle's; without it
+  # the build goes on without the kernel profile (recorded here)
   if find_lib cupti cupti.h || bundle_cupti; then
     cupti_so=$(link_unversioned cupti "$cupti_lib")
     set_info cupti "API $(awk '$2 == "CUPTI_API_VERSION" { print $3 }' "$cupti_inc/cupti_version.h") ($cupti_how: $cupti_lib)"
     cmake_libs+=(-DCUPTI_INCLUDE_DIR="$cupti_inc" -DCUPTI_LIBRARY="$cupti_so")
     export LD_LIBRARY_PATH=$cupti_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   else
-    set_info cupti "not found"; ok=1
+    set_info cupti "not found: built without the kernel profile (--profile kernels)"
   fi
   # the peer checks need a python with torch, numpy and h5py: the image's
-  set_info python "$(command -v python3) $(python3 -c 'import torch, numpy, h5py; print("torch", torch.__version__, "numpy", numpy.__version__, "h5py", h5py.__version__)' 2>&1 | tail -1)"
+  set_info python "$py $("$py" -c 'import torch, numpy, h5py; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "numpy", numpy.__version__, "h5py", h5py.__version__)' 2>&1 | tail -1)"
   printf '%s\n' "${cmake_libs[@]}" >"$work/cmake-libs.txt"
   fig="cuDNN $(get_info cudnn); NCCL $(get_info nccl); CUPTI $(get_info cupti)"
   return $ok
 }
+dry_part_libs() { fig="would look for cuDNN, NCCL and CUPTI in /usr/local/cuda, /usr, python3's nvidia-* packages, the bundle"; }
 
 # ---- build ----------------------------------------------------------------------------------
-# CMake runs with the bundle's wrappers (DSTRAIN_BUNDLE_CMAKE_ARGS) and the
-# cuDNN/NCCL paths; ninja when the image has it.
+# CMake with the bundle's wrappers (DSTRAIN_BUNDLE_CMAKE_ARGS), the library
+# paths of libs, this GPU's architecture only; ninja when the image has it.
+# An existing build-gpu (the second profile on the first's machine) is
+# built again incrementally.
+build_arch() { echo "${GPU_CHECK_ARCH:-$(get_info arch)}"; }
 part_build() {
   local gen=() rc arch
-  arch=${GPU_CHECK_ARCH:-$(get_info arch)}
-  command -v ninja >/dev/null && gen=(-G Ninja)
+  arch=$(build_arch)
+  command -v ninja >/dev/null && [ ! -f "$build/Makefile" ] && gen=(-G Ninja)
   mapfile -t cmake_libs <"$work/cmake-libs.txt"
   # shellcheck disable=SC2086  # DSTRAIN_BUNDLE_CMAKE_ARGS is a list of -D options
   timeout -k 10 "$(left)" cmake -S "$repo" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDSTRAIN_CUDA=ON -DDSTRAIN_CUDA_ARCHS="$arch" "${cmake_libs[@]}" \
-    -DDSTRAIN_PEER_PYTHON="$(command -v python3)" ${DSTRAIN_BUNDLE_CMAKE_ARGS:-} >"$work/configure.log" 2>&1
+    -DDSTRAIN_PEER_PYTHON="$py" ${DSTRAIN_BUNDLE_CMAKE_ARGS:-} >"$work/configure.log" 2>&1
   rc=$?
   grep -E '^-- (dstrain|Found (MPI|HDF5|BLAS|CUDAToolkit))' "$work/configure.log"
   if [ $rc -ne 0 ]; then
-    tail -40 "$work/configure.log"; fig="configure failed (build-gpu/gpu-check/configure.log)"; return 1
+    tail -40 "$work/configure.log"; fig="configure failed (configure.log)"; return 1
   fi
-  set_info configure "$(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"
+  set_info configure "$(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log" | tail -1)"
   grep -q 'CUDA backend ON' "$work/configure.log" ||
-    { fig="configured without the CUDA backend: $(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"; return 1; }
-  grep -q 'kernel profile ON' "$work/configure.log" ||
-    { fig="configured without the kernel profile (CUPTI): $(grep -o 'dstrain: CUDA toolkit.*' "$work/configure.log")"; return 1; }
+    { fig="configured without the CUDA backend: $(get_info configure)"; return 1; }
+  local profile_note="kernel profile ON"
+  grep -q 'kernel profile ON' "$work/configure.log" || profile_note="kernel profile OFF (no CUPTI: recorded, going on)"
+  set_info kernel_profile "$profile_note"
   timeout -k 10 "$(left)" cmake --build "$build" -j "$(nproc)" >"$work/build.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
     grep -E 'error|In file included from' "$work/build.log" | head -30
-    timed_out $rc && { fig="build timed out (build-gpu/gpu-check/build.log)"; return 1; }
-    fig="build failed (build-gpu/gpu-check/build.log)"
+    timed_out $rc && { fig="build timed out (build.log)"; return 1; }
+    fig="build failed (build.log)"
     build_with_cpath
     return 1
   fi
   record_version
-  fig="sm_$arch, ${gen[*]:-make} -j$(nproc), CUDA backend ON"
+  fig="sm_$arch, $([ ${#gen[@]} -gt 0 ] && echo ninja || echo make) -j$(nproc), CUDA backend ON, $profile_note"
 }
 record_version() {
   "$build/dstrain" --version | tee "$work/version.txt"
   set_info dstrain_version "$(tr '\n' ';' <"$work/version.txt" | sed 's/;*$//; s/;/; /g')"
 }
-# build_with_cpath: a target that includes a header of a bundled library
-# without that library's include folder builds on a machine that has the
-# header in /usr/include, not here. The part has failed then; this second
-# build, with the bundle's include folders on CPATH, only lets the later
-# parts run.
-build_with_cpath() {
-  local missing
-  missing=$(sed -nE 's/.*fatal error: ([^:]+): No such file or directory.*/\1/p' "$work/build.log" | sort -u)
-  [ -n "$missing" ] && [ -n "${DSTRAIN_BUNDLE:-}" ] || return 0
-  echo "headers not found: $missing; building again with the bundle's include folders on CPATH"
-  CPATH=$DSTRAIN_BUNDLE/root/usr/include:$DSTRAIN_BUNDLE/root/usr/include/x86_64-linux-gnu/openblas-pthread \
-    timeout -k 10 "$(left)" cmake --build "$build" -j "$(nproc)" >"$work/build-cpath.log" 2>&1 || return 0
-  record_version
-  fig+="; headers not found: $(echo $missing) (a target lacks that library's include folder: fix CMakeLists);"
-  fig+=" built with CPATH=bundle includes so that the later parts could run"
+dry_part_build() {
+  fig="would configure and build build-gpu for sm_$(build_arch) only ($([ "$profile" = second ] && echo "incremental on the first's" || echo fresh))"
 }
 
 # ---- tests ----------------------------------------------------------------------------------
+# The build folder whose tests are listed: build-gpu; a dry run without one
+# lists this machine's build (the same CMake registers the CUDA tests
+# wherever nvcc is found).
+list_build() {
+  if [ -n "${GPU_CHECK_BUILD:-}" ]; then echo "$GPU_CHECK_BUILD"
+  elif [ -f "$build/CTestTestfile.cmake" ] || [ "$dry" -eq 0 ]; then echo "$build"
+  else echo "$repo/build"; fi
+}
+test_names() { ctest --test-dir "$(list_build)" -N "$@" 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: //p'; }
+gpu_count() { local n; n=$(get_info gpus); [[ $n =~ ^[0-9]+$ ]] && echo "$n" || echo 1; }
+
+# first_tests: every test labelled cuda but multi-gpu, less SECOND_TESTS
+first_tests() {
+  local t
+  test_names -L '^cuda$' -LE '^multi-gpu$' | while read -r t; do
+    [[ " $SECOND_TESTS " == *" $t "* ]] || echo "$t"
+  done | sort
+}
+# multi_tests GPUS: the multi-gpu tests whose label gpus-N has N <= GPUS;
+# one without such a label needs more GPUs than any machine has (never run).
+multi_tests() {
+  local have=$1 n
+  for n in 2 4 8 16; do
+    [ "$n" -le "$have" ] && test_names -L "^gpus-$n\$" -L '^multi-gpu$'
+  done | sort -u
+}
+# multi_needs: "TEST:N" for every multi-gpu test (N "?" without a gpus-N label)
+multi_needs() {
+  local t n found
+  for t in $(test_names -L '^multi-gpu$'); do
+    found="?"
+    for n in 2 4 8 16; do test_names -L "^gpus-$n\$" | grep -qx "$t" && { found=$n; break; }; done
+    echo "$t:$found"
+  done
+}
+
 # ctest_run NAME... : runs exactly these tests, records each one's result
-# and seconds in $tests_tsv; "Skipped" is a failure here (a GPU is present).
+# and seconds in $tests_tsv; "Skipped" is a failure here (only tests this
+# machine can run are selected).
 ctest_run() {
   local regex rc
   regex="^($(printf '%s|' "$@" | sed 's/|$//'))\$"
   timeout -k 10 "$(left)" ctest --test-dir "$build" -R "$regex" --output-on-failure --timeout 600 \
-    -j "${GPU_CHECK_JOBS:-4}" >"$work/ctest-$part_name.log" 2>&1
+    -j "${GPU_CHECK_JOBS:-6}" >"$work/ctest-$part_name.log" 2>&1
   rc=$?
   cat "$work/ctest-$part_name.log"
   local t res secs pass=0 fail=0 skip=0
@@ -377,189 +528,229 @@ ctest_run() {
   timed_out $rc && fig+="; ctest timed out"
   [ $fail -eq 0 ] && [ $skip -eq 0 ] && [ $rc -eq 0 ]
 }
-test_names() { ctest --test-dir "$build" -N "$@" 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: //p'; }
 
 part_tests() {
   have_build || return 1
   local names
   part_name=tests
-  names=$( { test_names -L '^cuda$'; test_names | grep -i gpu; } | grep -v '^model_gpu_vs_cpu' | sort -u)
-  [ -n "$names" ] || { fig="no test labelled cuda or named *gpu*"; return 1; }
+  names=$(first_tests)
+  [ -n "$names" ] || { fig="no test labelled cuda"; return 1; }
   # shellcheck disable=SC2086
   ctest_run $names
 }
-
-part_model() {
-  have_build || return 1
+dry_part_tests() {
   local names
-  part_name=model
-  names=$(test_names | grep '^model_gpu_vs_cpu' | sort)
-  grep -qx model_gpu_vs_cpu <<<"$names" || { fig="model_gpu_vs_cpu: not found"; return 1; }
-  # shellcheck disable=SC2086
-  ctest_run $names
+  names=$(first_tests)
+  echo "selected ($(wc -w <<<"$names")): $(echo $names)"
+  echo "left to the second profile: $SECOND_TESTS"
+  fig="would run $(wc -w <<<"$names") tests from $(list_build): $(echo $names)"
 }
 
-# ---- training runs ----------------------------------------------------------------------------
-# why RC LOG: for a run that failed, its status and the last line it printed
-why() { echo "exit $1: $(grep -v '^ *$' "$2" 2>/dev/null | tail -1 | cut -c1-300)"; }
-# done_figures LOG: "loss A -> B, X ms/step, Y utt/s" from dstrain's closing
-# line, and its memory line.
-done_figures() {
-  local d m
-  d=$(grep '^done:' "$1" | tail -1 | sed -E 's/^done: [0-9]+ steps, //')
-  m=$(grep -E '^[a-z]+ memory:' "$1" | tail -1)
-  echo "${d:-no closing line}; ${m:-no memory line}"
-}
-
-part_ds2() {
-  have_build || return 1
-  local out=$work/ds2 rc
-  mkdir -p "$out"
-  timeout -k 10 "$(left)" "$build/dstrain" train --model ds2 --synthetic --device cuda --precision fp32 \
-    --steps 200 --batch 32 --print-every 20 --log "$out/train.jsonl" 2>&1 | tee "$out/train.log"
-  rc=${PIPESTATUS[0]}
-  fig="$(done_figures "$out/train.log")"
-  timed_out $rc && fig="timed out; $fig"
-  [ "$rc" -eq 0 ] || fig="$(why "$rc" "$out/train.log"); $fig"
-  [ "$rc" -eq 0 ] && grep -q '^done: 200 steps' "$out/train.log"
-}
-
-# median_ms LOG.jsonl: the median step_ms of the steps after the 5th (warm)
-median_ms() {
-  python3 - "$1" <<'PY' 2>/dev/null
-import json, statistics, sys
-ms = [json.loads(l)["step_ms"] for l in open(sys.argv[1]) if l.startswith('{"step"')][5:]
-print(f"{statistics.median(ms):.1f}" if ms else "")
+# ---- timing and the PyTorch peer -------------------------------------------------------------
+# Files meant to come back go to $OUT as they are made (else the work folder).
+outf() { echo "${out_dir:-$work}/$1"; }
+TIMING_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --mode train --warmup 3 --steps 10"
+# bench_figures JSON: "PREC N utt/s (M ms/step)" per result
+bench_figures() {
+  "$py" - "$1" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+print("; ".join(f"{x.get('impl') or 'dstrain'} {x['precision']} b{x['batch']} "
+                f"{x.get('samples_per_s') or 0:.1f} utt/s ({x.get('step_ms') or 0:.0f} ms/step, {x['status']})"
+                for x in r))
 PY
 }
-# tail_loss LOG.jsonl: the mean loss of the last 20 steps
-tail_loss() {
-  python3 -c 'import json, statistics, sys
-L = [json.loads(l)["loss"] for l in open(sys.argv[1]) if l.startswith("{\"step\"")][-20:]
-print(f"{statistics.mean(L):.4f}" if L else "")' "$1" 2>/dev/null
+part_timing() {
+  have_build || return 1
+  local rc json
+  json=$(outf ds2-timing.json)
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS --precision fp32,fp16 --out "$json" \
+    >"$work/timing.log" 2>&1
+  rc=$?
+  cat "$work/timing.log"
+  fig=$(bench_figures "$json")
+  timed_out $rc && fig="timed out; $fig"
+  [ -n "$fig" ] || fig="no results ($(tail -1 "$work/timing.log"))"
+  [ $rc -eq 0 ]
 }
+dry_part_timing() { fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16 --out $(outf ds2-timing.json)"; }
 
+part_peer() {
+  local rc json
+  json=$(outf ds2-torch.json)
+  "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null ||
+    { fig="no CUDA PyTorch in $py"; return 1; }
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$py" "$repo/bench/pytorch_ds2.py" $TIMING_ARGS \
+    --impl eager,amp --out "$json" >"$work/peer.log" 2>&1
+  rc=$?
+  cat "$work/peer.log"
+  fig=$(bench_figures "$json")
+  [ -f "$(outf ds2-timing.json)" ] &&
+    "$py" "$repo/bench/compare" "$(outf ds2-timing.json)" "$json" >"$work/compare.txt" 2>&1 && cat "$work/compare.txt"
+  timed_out $rc && fig="timed out; $fig"
+  [ -n "$fig" ] || fig="no results ($(tail -1 "$work/peer.log"))"
+  [ $rc -eq 0 ]
+}
+dry_part_peer() { fig="would run: python3 bench/pytorch_ds2.py $TIMING_ARGS --impl eager,amp --out $(outf ds2-torch.json); bench/compare"; }
+
+# ---- the second profile ------------------------------------------------------------------------
 part_precision() {
   have_build || return 1
-  local out=$work/precision p b rc ok=1 ms f32 r16 rb16 figs="" l32 l16
-  mkdir -p "$out"
-  for b in 32 64; do
-    f32=""
-    for p in fp32 fp16 bf16; do
-      timeout -k 10 "$(left)" "$build/dstrain" train --model ds2 --synthetic --device cuda --precision $p \
-        --steps 30 --batch $b --print-every 0 --log "$out/ds2-$p-$b.jsonl" >"$out/ds2-$p-$b.log" 2>&1
-      rc=$?
-      ms=$(median_ms "$out/ds2-$p-$b.jsonl")
-      [ "$rc" -eq 0 ] && [ -n "$ms" ] || { ok=0; ms="failed ($(why "$rc" "$out/ds2-$p-$b.log"))"; }
-      [ "$p" = fp32 ] && f32=$ms
-      figs="$figs ds2 b$b $p ${ms} ms;"
-    done
-    r16=$(awk -v a="$f32" -v b="$(median_ms "$out/ds2-fp16-$b.jsonl")" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
-    rb16=$(awk -v a="$f32" -v b="$(median_ms "$out/ds2-bf16-$b.jsonl")" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }')
-    figs="$figs b$b fp16/fp32 speedup ${r16:-?}x, bf16 ${rb16:-?}x;"
-  done
-  for p in fp32 fp16; do
-    timeout -k 10 "$(left)" "$build/dstrain" train --model small --synthetic --device cuda --precision $p \
-      --steps 300 --batch 16 --seed 4 --print-every 0 --log "$out/small-$p.jsonl" >"$out/small-$p.log" 2>&1 || ok=0
-  done
-  l32=$(tail_loss "$out/small-fp32.jsonl"); l16=$(tail_loss "$out/small-fp16.jsonl")
-  figs="$figs small 300 steps: loss fp32 ${l32:-?}, fp16 ${l16:-?}"
-  fig=${figs# }
-  [ "$ok" -eq 1 ] && [ -n "$l32" ] && [ -n "$l16" ] &&
-    awk -v a="$l32" -v b="$l16" 'BEGIN { d = b - a; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'
+  part_name=precision
+  ctest_run fp16_small_gpu
 }
+dry_part_precision() { fig="would run: ctest fp16_small_gpu"; }
 
-# dstrain bench on ds2 (LibriSpeech-like lengths): the batch sweep in fp32,
-# fp16 and bf16, train and forward; the per-layer and per-kernel profiles of
-# fp16 at batch 32 with a trace; the PyTorch peer (eager fp32, AMP,
-# torch.compile) at batch 32 where the machine's python has CUDA torch; and
-# the plots. Everything lands in $OUT/bench/ (commit it under bench/results/).
-part_bench() {
+SWEEP_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 8,16,32,64 --precision fp32,fp16,bf16 --mode train,forward --warmup 3 --steps 10"
+part_sweep() {
   have_build || return 1
-  local out=${OUT:-$work}/bench bin=$build/dstrain rc ok=1 figs
-  mkdir -p "$out"
-  timeout -k 10 "$(left)" "$bin" bench --model ds2 --device cuda --length-dist librispeech \
-    --batch 8,16,32,64 --precision fp32,fp16,bf16 --mode train,forward --warmup 5 --steps 20 \
-    --out "$out/ds2-sweep.json" --csv "$out/ds2-sweep.csv" >"$out/ds2-sweep.txt" 2>&1 || ok=0
-  timeout -k 10 "$(left)" "$bin" bench --model ds2 --device cuda --length-dist librispeech \
-    --batch 32 --precision fp16 --warmup 5 --steps 10 --profile kernels --trace "$out/ds2-fp16-b32-trace.json" \
-    --out "$out/ds2-profile.json" >"$out/ds2-profile.txt" 2>&1 || ok=0
-  if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-    timeout -k 10 "$(left)" python3 "$repo/bench/pytorch_ds2.py" --model ds2 --device cuda \
-      --length-dist librispeech --batch 32 --impl eager,amp,compile \
-      --warmup 5 --steps 20 --out "$out/ds2-torch.json" >"$out/ds2-torch.txt" 2>&1 || ok=0
-    python3 "$repo/bench/compare" "$out/ds2-sweep.json" "$out/ds2-torch.json" >"$out/compare.txt" 2>&1 || true
-  else
-    echo "no CUDA PyTorch on this machine: the peer comparison did not run" >"$out/compare.txt"
-  fi
-  python3 "$repo/bench/plot" "$out/ds2-sweep.json" "$out/ds2-profile.json" --out "$out" >"$out/plot.txt" 2>&1 || true
-  figs=$(python3 - "$out/ds2-sweep.json" <<'PY' 2>/dev/null
-import json, sys
-r = [x for x in json.load(open(sys.argv[1]))["results"] if x["mode"] == "train" and x["batch"] == 32]
-print("; ".join(f"ds2 b32 {x['precision']} {x.get('samples_per_s', 0):.1f} utt/s ({x['status']})" for x in r))
-PY
-)
-  fig="${figs:-no sweep results}; files in bench/"
-  [ "$ok" -eq 1 ] && [ -n "$figs" ]
+  local rc json bench=$work/bench
+  json=$(outf ds2-sweep.json)
+  mkdir -p "$bench"
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$build/dstrain" bench $SWEEP_ARGS --out "$json" --csv "$bench/ds2-sweep.csv" \
+    >"$bench/ds2-sweep.txt" 2>&1
+  rc=$?
+  cat "$bench/ds2-sweep.txt"
+  "$py" "$repo/bench/plot" "$json" --out "$bench" >"$bench/plot.txt" 2>&1 || true
+  pack_bench
+  fig=$(bench_figures "$json" | tr ';' '\n' | grep ' b32 ' | grep -v forward | tr '\n' ';')
+  timed_out $rc && fig="timed out; $fig"
+  [ -n "$fig" ] || fig="no results ($(tail -1 "$bench/ds2-sweep.txt"))"
+  [ $rc -eq 0 ]
+}
+dry_part_sweep() { fig="would run: dstrain bench $SWEEP_ARGS --out $(outf ds2-sweep.json); bench/plot"; }
+# bench.tar.gz in $OUT: the CSV, trace, plots and texts (the tool brings back 8 files)
+pack_bench() {
+  [ -n "$out_dir" ] && [ -d "$work/bench" ] &&
+    tar -C "$work" -czf "$out_dir/bench.tar.gz.tmp" bench && mv "$out_dir/bench.tar.gz.tmp" "$out_dir/bench.tar.gz"
 }
 
-# The mini corpus at its default size, the small preset trained on the GPU
-# (seed 7, batch 8, adamw at 1e-3, 8 epochs); dev CER of the untrained model
+PROFILE_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --precision fp16 --warmup 3 --steps 5 --profile kernels"
+part_kernels() {
+  have_build || return 1
+  [[ $(get_info kernel_profile) == *ON* ]] || { fig="skipped: built without CUPTI ($(get_info cupti))"; return 77; }
+  local rc ok=0 bench=$work/bench
+  mkdir -p "$bench"
+  part_name=kernels
+  ctest_run test_profile_backend_cuda || ok=1
+  local tests_fig=$fig
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$build/dstrain" bench $PROFILE_ARGS --trace "$bench/ds2-fp16-b32-trace.json" \
+    --out "$(outf ds2-profile.json)" >"$bench/ds2-profile.txt" 2>&1
+  rc=$?
+  head -60 "$bench/ds2-profile.txt"
+  pack_bench
+  fig="$tests_fig; profile: $([ $rc -eq 0 ] && echo "ds2-profile.json, trace in bench.tar.gz" || echo "exit $rc: $(tail -1 "$bench/ds2-profile.txt")")"
+  [ $ok -eq 0 ] && [ $rc -eq 0 ]
+}
+dry_part_kernels() { fig="would run: ctest test_profile_backend_cuda; dstrain bench $PROFILE_ARGS (without CUPTI: skipped)"; }
+
+# The small preset trained on the GPU on the mini corpus' features made here
+# (scripts/gpu-data.sh, carried as .gpu-data): dev CER of the untrained model
 # (one step at learning rate 0; `dstrain eval` runs on the CPU) against the
 # trained one's last validation.
+MINI_EPOCHS=12
 part_mini() {
   have_build || return 1
-  local out=$work/mini corpus=$work/mini/corpus rc bin=$build/dstrain s before after wer
+  local out=$work/mini pack=$repo/.gpu-data/mini-features.tar.xz rc bin=$build/dstrain before after wer
+  [ -f "$pack" ] || { fig="no .gpu-data/mini-features.tar.xz: run scripts/gpu-data.sh where the checkout was made and carry .gpu-data"; return 1; }
   mkdir -p "$out"
-  if [ ! -f "$corpus/.complete" ]; then
-    timeout -k 10 "$(left)" bash "$repo/data/make-mini-librispeech.sh" "$corpus" >"$out/corpus.log" 2>&1 &&
-      touch "$corpus/.complete" || { tail -5 "$out/corpus.log"; fig="making the mini corpus failed (espeak-ng/sox from the bundle?)"; return 1; }
+  if [ ! -f "$out/mini-train.h5" ]; then
+    tar -C "$out" -xJf "$pack" || { fig="cannot unpack $pack"; return 1; }
   fi
-  for s in train dev; do
-    timeout -k 10 "$(left)" "$bin" prep librispeech "$corpus/$s" --out "$out/$s.h5" --quiet >"$out/prep-$s.log" 2>&1 ||
-      { tail -5 "$out/prep-$s.log"; fig="prep $s failed"; return 1; }
-  done
-  local common=(--model small --device cuda --train "$out/train.h5" --val "$out/dev.h5" --batch 8 --seed 7
-                --optimizer adamw --lr 1e-3 --print-every 0)
+  local common=(--model small --device cuda --train "$out/mini-train.h5" --val "$out/mini-dev.h5" --batch 8
+                --seed 7 --optimizer adamw --lr 1e-3 --print-every 0)
   rm -rf "$out/untrained" "$out/ckpt"
   timeout -k 10 "$(left)" "$bin" train "${common[@]}" --steps 1 --lr 0 --checkpoint-dir "$out/untrained" >"$out/untrained.log" 2>&1 &&
-    before=$(timeout -k 10 "$(left)" "$bin" eval --checkpoint "$out/untrained/step-00000001.h5" --data "$out/dev.h5" 2>/dev/null |
+    before=$(timeout -k 10 "$(left)" "$bin" eval --checkpoint "$out/untrained/step-00000001.h5" --data "$out/mini-dev.h5" 2>/dev/null |
              sed -nE 's/^WER ([0-9.]+) +CER ([0-9.]+).*/\2/p')
-  timeout -k 10 "$(left)" "$bin" train "${common[@]}" --epochs 8 --checkpoint-dir "$out/ckpt" --log "$out/train.jsonl" \
-    2>&1 | tee "$out/train.log" | grep -E '^(epoch|validation|done)'
-  rc=${PIPESTATUS[0]}
+  timeout -k 10 "$(left)" "$bin" train "${common[@]}" --epochs $MINI_EPOCHS --checkpoint-dir "$out/ckpt" --log "$out/train.jsonl" \
+    >"$out/train.log" 2>&1
+  rc=$?
+  grep -E '^(epoch|validation|done)' "$out/train.log"
   after=$(grep '^validation:' "$out/train.log" | tail -1 | sed -nE 's/.*CER ([0-9.]+).*/\1/p')
   wer=$(grep '^validation:' "$out/train.log" | tail -1 | sed -nE 's/.*WER ([0-9.]+).*/\1/p')
-  fig="$(done_figures "$out/train.log" | cut -d';' -f1); dev CER ${before:-?} untrained -> ${after:-?}, WER ${wer:-?} (8 epochs)"
+  fig="$(grep '^done:' "$out/train.log" | tail -1 | sed -E 's/^done: //'); dev CER ${before:-?} untrained -> ${after:-?}, WER ${wer:-?} ($MINI_EPOCHS epochs)"
   timed_out $rc && fig="timed out; $fig"
-  [ "$rc" -eq 0 ] || fig="$(why "$rc" "$out/train.log"); $fig"
-  [ -n "${before:-}" ] || fig="untrained run or eval failed ($(why 1 "$out/untrained.log")); $fig"
+  [ "$rc" -eq 0 ] || fig="exit $rc: $(grep -v '^ *$' "$out/train.log" | tail -1 | cut -c1-200); $fig"
+  [ -n "${before:-}" ] || fig="untrained run or eval failed ($(tail -1 "$out/untrained.log")); $fig"
   [ $rc -eq 0 ] && [ -n "${before:-}" ] && [ -n "${after:-}" ] &&
     awk -v a="$after" -v b="$before" 'BEGIN { exit !(a < 0.75 * b) }'
+}
+dry_part_mini() {
+  local pack=$repo/.gpu-data/mini-features.tar.xz
+  fig="would train small on the GPU for $MINI_EPOCHS epochs on $([ -f "$pack" ] && echo ".gpu-data/mini-features.tar.xz ($(du -h "$pack" | cut -f1))" || echo "MISSING .gpu-data/mini-features.tar.xz (scripts/gpu-data.sh)")"
 }
 
 part_memcheck() {
   have_build || return 1
-  local cs rc out=$work/memcheck.log
+  local cs rc log_mc=$work/memcheck.log
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
   [ -n "$cs" ] || { fig="compute-sanitizer not found"; return 1; }
   timeout -k 10 "$(left)" "$cs" --tool memcheck --error-exitcode 1 "$build/dstrain" train --model tiny --synthetic \
-    --device cuda --steps 5 --batch 4 --print-every 0 >"$out" 2>&1
+    --device cuda --steps 5 --batch 4 --print-every 0 >"$log_mc" 2>&1
   rc=$?
-  tail -15 "$out"
-  fig="$(grep -m1 'ERROR SUMMARY' "$out" | sed 's/^=* *//')"
+  tail -15 "$log_mc"
+  fig="$(grep -m1 'ERROR SUMMARY' "$log_mc" | sed 's/^=* *//')"
   timed_out $rc && fig="timed out; ${fig}"
-  [ -n "$fig" ] || fig="$(why "$rc" "$out")"
-  [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$out"
+  [ -n "$fig" ] || fig="exit $rc: $(tail -1 "$log_mc")"
+  [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$log_mc"
+}
+dry_part_memcheck() { fig="would run: compute-sanitizer --tool memcheck dstrain train --model tiny --synthetic --device cuda --steps 5"; }
+
+# multi: what the GPU count allows; on one GPU nothing, recorded as not run
+multi_fig() {
+  local have=$1 names=$2 rest
+  rest=$(multi_needs | awk -F: -v h="$have" '$2 == "?" || $2 > h { printf "%s (%s GPUs) ", $1, $2 }')
+  echo "$(gpu_count) GPU(s) visible; selected: ${names:-none}; not run, needing more GPUs: ${rest:-none}"
+}
+part_multi() {
+  have_build || return 1
+  local names
+  part_name=multi
+  names=$(multi_tests "$(gpu_count)")
+  if [ -z "$names" ]; then fig="not run: $(multi_fig "$(gpu_count)" "")"; return 77; fi
+  # shellcheck disable=SC2086
+  ctest_run $names
+  local rc=$?
+  fig="$fig; $(multi_fig "$(gpu_count)" "$(echo $names)")"
+  return $rc
+}
+dry_part_multi() {
+  local names
+  names=$(multi_tests "$(gpu_count)")
+  echo "multi-gpu selected ($(wc -w <<<"$names")): $(echo $names)"
+  fig="$(multi_fig "$(gpu_count)" "$(echo $names)")"
 }
 
-# ---- the results file ----------------------------------------------------------------------------
+# ---- the results ---------------------------------------------------------------------------------
+part_title() {
+  case $1 in
+    env) echo "GPU, driver, toolchain, bundle" ;; libs) echo "cuDNN, NCCL, CUPTI" ;;
+    build) echo "build-gpu (CUDA backend, this GPU's architecture)" ;;
+    tests) echo "every 1-GPU correctness test (ctest -L cuda -LE multi-gpu)" ;;
+    timing) echo "dstrain bench ds2, batch 32, LibriSpeech lengths, fp32 and fp16" ;;
+    peer) echo "PyTorch ds2 (bench/pytorch_ds2.py), eager fp32 and AMP" ;;
+    precision) echo "fp16_small_gpu: fp16 and bf16 follow fp32" ;;
+    sweep) echo "dstrain bench ds2: batch x precision x mode" ;;
+    kernels) echo "kernel profile (CUPTI)" ;;
+    mini) echo "small on the mini corpus' features, trained on the GPU" ;;
+    memcheck) echo "compute-sanitizer memcheck, tiny, 5 steps" ;;
+    multi) echo "multi-gpu tests the GPU count allows" ;;
+  esac
+}
+# write_results: the table, to bench/results/ and $OUT (each written whole,
+# then renamed), and the work folder's logs to $OUT/logs.tar.gz
 write_results() {
-  local short day file p row title
+  local short day name p row file tmp
   short=$(get_info gpu | tr 'A-Z' 'a-z' | sed 's/nvidia//' | grep -oE '[a-z]+[0-9]+[a-z]*' | head -1)
   day=$(date -u +%Y-%m-%d)
-  mkdir -p "$repo/bench/results"
-  file=$repo/bench/results/gpu-check-$day-${short:-gpu}.md
+  name=gpu-check-$day-${short:-gpu}.md
+  [ "$dry" -eq 1 ] && name=gpu-check-dry-run.md
+  tmp=$work/results.md
   {
     echo "# GPU check: $(get_info gpu), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
@@ -567,18 +758,10 @@ write_results() {
     echo "|---|---|---|---|"
     for p in $ALL_PARTS; do
       row=$(awk -F '\t' -v p="$p" '$1 == p' "$state")
-      case $p in
-        env) title="GPU, driver, toolchain, bundle" ;; libs) title="cuDNN and NCCL" ;;
-        build) title="build-gpu (CUDA backend)" ;; tests) title="ctest -L cuda + *gpu*" ;;
-        model) title="model_gpu_vs_cpu" ;; ds2) title="ds2 fp32, 200 steps, batch 32, synthetic" ;;
-        precision) title="ds2 ms/step fp32/fp16/bf16 at batch 32, 64; small fp16 vs fp32, 300 steps" ;;
-        bench) title="dstrain bench ds2: batch sweep, profiles, PyTorch peer" ;;
-        mini) title="small on the mini corpus, 8 epochs" ;; memcheck) title="compute-sanitizer memcheck, tiny, 5 steps" ;;
-      esac
       if [ -n "$row" ]; then
-        awk -F '\t' -v t="$title" '{ printf "| %s: %s | %s | %s | %s |\n", $1, t, $2, $4, $3 }' <<<"$row"
-      else
-        echo "| $p: $title | not run | | |"
+        awk -F '\t' -v t="$(part_title "$p")" '{ printf "| %s: %s | %s | %s | %s |\n", $1, t, $2, $4, $3 }' <<<"$row"
+      elif wants "$p"; then
+        echo "| $p: $(part_title "$p") | not run yet | | |"
       fi
     done
     if [ -s "$tests_tsv" ]; then
@@ -593,35 +776,28 @@ write_results() {
     echo "## Machine and build"
     echo
     awk -F '\t' '{ printf "- %s: %s\n", $1, $2 }' "$info"
-    echo "- command: \`$command_line\` (from the checkout root; parts of earlier calls on the same build are kept)"
-  } >"$file"
-  echo
-  cat "$file"
-  echo "results: $file"
-  results_file=$file
-}
-# copy_out: the results file and the full log to $OUT (the device tool's
-# folder), last, so that the log is complete
-copy_out() {
-  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] || return 0
-  echo "copying to $OUT: ${results_file##*/}, gpu-check.log"
-  sleep 1   # let tee write the last lines
-  cp "$results_file" "$OUT/" && cp "$log" "$OUT/gpu-check.log"
+    echo "- command: \`$command_line\` (from the checkout root; a second profile keeps the first's rows)"
+  } >"$tmp"
+  if [ "$dry" -eq 0 ]; then
+    mkdir -p "$repo/bench/results"
+    cp "$tmp" "$repo/bench/results/$name.tmp" && mv "$repo/bench/results/$name.tmp" "$repo/bench/results/$name"
+  fi
+  results_file=$repo/bench/results/$name
+  if [ -n "$out_dir" ]; then
+    cp "$tmp" "$out_dir/$name.tmp" && mv "$out_dir/$name.tmp" "$out_dir/$name"
+    (cd "$work" && find . -maxdepth 3 -name '*.log' -size -20M -print0 |
+       tar --null -czf "$out_dir/logs.tar.gz.tmp" -T - 2>/dev/null) &&
+      mv "$out_dir/logs.tar.gz.tmp" "$out_dir/logs.tar.gz"
+    rm -f "$out_dir/logs.tar.gz.tmp"
+  fi
 }
 
 # ---- main ---------------------------------------------------------------------------------------------
-wants build && : >"$state" && : >"$tests_tsv"
-run_part env 60 part_env
-run_part libs 60 part_libs
-wants build && run_part build 480 part_build
-wants tests && run_part tests 420 part_tests
-wants model && run_part model 300 part_model
-wants ds2 && run_part ds2 240 part_ds2
-wants precision && run_part precision 300 part_precision
-wants bench && run_part bench 480 part_bench
-wants mini && run_part mini 300 part_mini
-wants memcheck && run_part memcheck 180 part_memcheck
-write_results
+for p in $parts; do run_part "$p" "part_$p"; done
+[ "$dry" -eq 1 ] && cat "$work/results.md"
+[ "$dry" -eq 0 ] && echo "results: $results_file"
 echo "== $prog: $((SECONDS - start))s, $([ $failed_now -eq 0 ] && echo "every part run now passed" || echo "a part failed")"
-copy_out
+# let tee write the last lines before the call returns
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null || sleep 1
 exit $failed_now

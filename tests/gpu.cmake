@@ -19,6 +19,16 @@ add_test(NAME model_cpubf16_vs_cpu64 COMMAND test_model_gpu_vs_cpu cpu bfloat16)
 set_tests_properties(model_cpu32_vs_cpu64 model_cpu16_vs_cpu64 model_cpubf16_vs_cpu64 PROPERTIES
                      TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 
+# gpu_check_dry_run: scripts/gpu-check.sh --dry-run over this build's test
+# list (no GPU needed): the first profile's selection (every 1-GPU
+# correctness test, no multi-gpu one), the caps within each budget, results
+# written after every part; skipped (77) where no CUDA test is registered.
+add_test(NAME gpu_check_dry_run
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_check_dry.sh
+                 ${CMAKE_SOURCE_DIR}/scripts/gpu-check.sh ${CMAKE_BINARY_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpu_check_dry_run)
+set_tests_properties(gpu_check_dry_run PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 if(DSTRAIN_HAVE_CUDA)
   add_test(NAME model_gpu_vs_cpu COMMAND test_model_gpu_vs_cpu cuda float32)
   add_test(NAME model_gpu_vs_cpu_f64 COMMAND test_model_gpu_vs_cpu cuda float64)
