@@ -359,9 +359,9 @@ static ds_status cuda_event_query(ds_event *e, int *done)
 
 static void cuda_counters(ds_ctx *c, ds_backend_counters *out)
 {
-    (void)c;
     std::lock_guard<std::mutex> g(mem.lock);
-    *out = ds_backend_counters{mem.allocs.load(), mem.to_host.load(), mem.in_use, mem.peak};
+    *out = ds_backend_counters{mem.allocs.load(), mem.to_host.load(), mem.in_use, mem.peak,
+                               ds_cuda_conv_searches(c)};
 }
 
 static const ds_ops *cuda_ops(ds_dtype t)

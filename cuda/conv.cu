@@ -1,27 +1,35 @@
 /* conv.cu - 2-D convolution (h = time, w = frequency) through cuDNN, as the
  * CPU twin src/cpu/conv.inc: cross-correlation as PyTorch, NCHW.
  *
- * Algorithms are chosen once per shape and cached in ctx->conv:
- *  - conv2d_work (start-up, the run's largest geometry of a layer) times every
- *    algorithm with cudnnFind* (cuDNN's own temporary memory, acceptable only
- *    there) and records a plan: the workspace W the chosen three need and the
- *    total work size;
- *  - a smaller shape of the same layer (shorter batch or utterances) is timed
- *    once, at its first fwd (forward) and first bwd (backward filter, and
- *    backward data once dx is wanted), with cudnnFind*Ex on the op's own
- *    buffers, so nothing is allocated.
+ * Algorithms are timed once per layer, at start-up, and never in a step:
+ *  - conv2d_work (start-up, the run's largest geometry of a layer) times the
+ *    directions the layer needs with cudnnFind* (cuDNN's own temporary
+ *    memory and a blocking host, acceptable only there): forward, backward
+ *    filter, and backward data only when the layer wants dx (want_dx). Only
+ *    algorithms needing at most the layer's workspace cap (conv_ws_cap: a
+ *    share of the memory plan) may win. It records a plan: the three choices
+ *    (algorithm and math type) and W, the workspace they need, rounded up to
+ *    256 bytes; W is the work size it returns;
+ *  - a shape of the step (a batch or utterances shorter than the plan's, so
+ *    nearly every batch's) reuses its layer's plan: at its first fwd (and
+ *    first bwd) cudnnGet*WorkspaceSize checks, for that shape under the
+ *    chosen math type, that the plan's algorithm is supported and fits in W;
+ *    where not, the first result of cuDNN's heuristic order
+ *    (cudnnGet*Algorithm_v7: host-side, no kernels, no timing) that passes
+ *    the filters and fits in W runs instead. Nothing in a step times,
+ *    allocates or waits; the cache counts every Find (ds_cuda_conv_searches,
+ *    the backend's counters) so that tests can check it.
  * Filters on every choice: status success; deterministic under
- * --deterministic; FP32 without --tf32 only FMA math (no TF32).
+ * --deterministic (where every choice, the plan's too, is the heuristic
+ * order's first, untimed, so that every run picks the same); FP32 without
+ * --tf32 only FMA math (no TF32); never ALLOW_CONVERSION.
  *
- * work, for a plan of total bytes P and a shape whose Find scratch is S bytes
- * (S = max(x, w) elements of that shape):
- *   [workspace, L = P - S rounded down to 256 bytes][Find-Ex scratch, S]
- * For the planned shape itself L = W rounded up to 256; a smaller shape gets
- * the same buffer with a smaller scratch, so at least as much workspace. The
- * workspace region starts at work, which is what the real calls use. P is the
- * covering plan's own total, not the largest W of all layers: the shared
- * buffer is the largest conv2d_work, which need not hold one layer's W plus
- * another's scratch.
+ * work is [W] bytes of workspace for a shape of the plan covering it (the
+ * smallest plan of the same layer with batch and length at least the
+ * shape's, so that whichever of them the caller sized its buffer by, W
+ * fits); W is that plan's own, not the largest of all layers: the shared
+ * buffer is the largest conv2d_work. A bwd asking for dx on a layer planned
+ * without dx fails rather than search.
  *
  * The bias gradient is our own deterministic two-pass reduction accumulated
  * in double (the project's rule for reductions), not cudnnConvolutionBackwardBias,
@@ -44,15 +52,36 @@
 /* ---------------------------------------------------------------- cache -- */
 
 /* Slots of the open-addressing table. At 3/4 full the table is flushed (every
- * shape chosen again at its next use) rather than failing a long run whose
+ * shape's descriptors made again, and its plan's choices checked again, at
+ * its next use: host-side work only) rather than failing a long run whose
  * utterance lengths give many shapes; the plans of conv2d_work survive. */
 #define CONV_SLOTS 4096
 #define CONV_MAX_USED (CONV_SLOTS / 4 * 3)
-/* Perf results asked for per Find: more than any direction's algorithm count
- * (cuDNN 9: 8, 6, 7), with room for results per math type. */
+/* Perf results asked for per search: more than any direction's algorithm
+ * count (cuDNN 9: 8, 6, 7), with room for results per math type. */
 #define CONV_MAX_RESULTS 32
 
 #define CONV_ALIGN 256   /* DS_ALIGN_BYTES: the work buffer's alignment */
+
+/* The workspace cap of a layer's plan (conv_ws_cap), bytes: the least of
+ *  - CONV_WS_TENSORS times the layer's largest tensor (x, y or w at the
+ *    planned shape), but at least CONV_WS_FLOOR. The workspace is one more
+ *    buffer of the memory plan beside the layer's activations: an algorithm
+ *    needing several times the data it reads (an FFT's padded transforms,
+ *    an explicit GEMM's unfolded input) would buy a time measured on one
+ *    shape with memory the batch could use, and before the cap FFT choices
+ *    could size the work buffer for the whole run. The implicit-GEMM and
+ *    Winograd algorithms need a fraction of the data and stay eligible; the
+ *    floor keeps small layers from being cut below the few MiB any
+ *    algorithm may want;
+ *  - 1/CONV_WS_SHARE of the device's free memory at start-up: conv2d_work
+ *    runs before the activations, parameters and recurrent reserve are
+ *    allocated, and they must fit beside the work buffer;
+ *  - 1/CONV_WS_SHARE of ds_ctx_opts.mem_limit when set, for the same reason
+ *    in a run held to a budget (bench --batch max). */
+#define CONV_WS_TENSORS 2
+#define CONV_WS_FLOOR ((size_t)16 << 20)
+#define CONV_WS_SHARE 8
 
 /* The geometry in a failure message. */
 #define CONV_SHAPE_FMT "n=%d ci=%d hi=%d wi=%d co=%d k=%dx%d stride=%dx%d pad=%dx%d (%s)"
@@ -77,7 +106,14 @@ template <typename A> struct conv_choice {
     cudnnMathType_t math;
 };
 
-/* One shape of one dtype: its descriptors and the algorithms chosen so far. */
+/* The three directions' choices. */
+struct conv_algos {
+    conv_choice<cudnnConvolutionFwdAlgo_t> fwd;
+    conv_choice<cudnnConvolutionBwdDataAlgo_t> data;     /* only where want_dx */
+    conv_choice<cudnnConvolutionBwdFilterAlgo_t> filter;
+};
+
+/* One shape of one dtype: its descriptors and the algorithms it runs. */
 struct conv_entry {
     int used;
     cudnnDataType_t dt;
@@ -87,18 +123,19 @@ struct conv_entry {
     cudnnTensorDescriptor_t bd;      /* b [1][co][1][1] */
     cudnnFilterDescriptor_t wd;      /* w, dw [co][ci][kh][kw] */
     cudnnConvolutionDescriptor_t cd; /* pad, stride, dilation 1, cross-correlation */
-    size_t ws_bytes;                 /* workspace region at the start of work (L) */
-    int have_fwd, have_data, have_filter;   /* which directions are chosen */
-    conv_choice<cudnnConvolutionFwdAlgo_t> fwd;
-    conv_choice<cudnnConvolutionBwdDataAlgo_t> bwd_data;
-    conv_choice<cudnnConvolutionBwdFilterAlgo_t> bwd_filter;
+    size_t ws_bytes;                 /* the covering plan's workspace W: all of work */
+    int want_dx;                     /* the covering plan chose backward data */
+    conv_algos algo;                 /* the plan's, or a fallback where it did not fit */
+    int ok_fwd, ok_data, ok_filter;  /* which directions are checked for this shape */
 };
 
-/* A geometry conv2d_work was asked for: the work it promised. */
+/* A geometry conv2d_work was asked for: what it chose and the work it promised. */
 struct conv_plan {
     cudnnDataType_t dt;
     ds_conv_geom g;
-    size_t total_bytes;   /* the work region, bytes (W rounded up + scratch) */
+    int want_dx;          /* backward data chosen too */
+    conv_algos algo;      /* chosen for g; the layer's smaller shapes start from these */
+    size_t ws_bytes;      /* W: the chosen ones' largest workspace, rounded up to CONV_ALIGN */
     ds_status st;         /* DS_OK, or why the start-up choice failed */
 };
 
@@ -107,9 +144,12 @@ struct ds_cuda_conv_cache {
     int used;
     conv_plan *plans;
     int nplans, cap_plans;
+    long searches;        /* cudnnFind* calls so far: conv2d_work's only */
 };
 
 static size_t conv_align_up(size_t b) { return (b + CONV_ALIGN - 1) / CONV_ALIGN * CONV_ALIGN; }
+
+static size_t conv_max(size_t a, size_t b) { return a > b ? a : b; }
 
 static int conv_key_eq(const conv_entry *e, cudnnDataType_t dt, const ds_conv_geom *g)
 {
@@ -161,6 +201,8 @@ void ds_cuda_conv_cache_free(ds_ctx *c)
     c->conv = nullptr;
 }
 
+long ds_cuda_conv_searches(const ds_ctx *c) { return c && c->conv ? c->conv->searches : 0; }
+
 static ds_status conv_cache(ds_ctx *ctx, ds_cuda_conv_cache **out)
 {
     if (!ctx->conv) {
@@ -210,9 +252,10 @@ static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, cudnnDataType_
     return DS_OK;
 }
 
-/* A new entry for a shape not in the table: descriptors made, nothing chosen. */
+/* A new entry for a shape not in the table: descriptors made, nothing
+ * chosen or checked (the caller fills in its plan's part). */
 static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, cudnnDataType_t ct,
-                             const ds_conv_geom *g, size_t ws_bytes, conv_entry **out)
+                             const ds_conv_geom *g, conv_entry **out)
 {
     if (c->used >= CONV_MAX_USED)
         conv_flush(c);
@@ -228,7 +271,6 @@ static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, cudnnDat
     e->used = 1;
     e->dt = dt;
     e->g = *g;
-    e->ws_bytes = ws_bytes;
     c->used++;
     *out = e;
     return DS_OK;
@@ -266,12 +308,14 @@ static ds_status conv_check(const ds_conv_geom *g)
 /* Nothing to compute: no utterances or no output channels. */
 static int conv_empty(const ds_conv_geom *g) { return g->n == 0 || g->co == 0; }
 
-/* Elements of the Find-Ex scratch of a shape: dx or dw, whichever is larger. */
-static size_t conv_scratch_elems(const ds_conv_geom *g)
+/* Elements of the layer's largest tensor: x [n][ci][hi][wi], y [n][co][ho][wo]
+ * or w [co][ci][kh][kw]. */
+static size_t conv_largest_elems(const ds_conv_geom *g)
 {
-    size_t nx = (size_t)g->n * g->ci * g->hi * g->wi;
-    size_t nw = (size_t)g->co * g->ci * g->kh * g->kw;
-    return nx > nw ? nx : nw;
+    const size_t nx = (size_t)g->n * g->ci * g->hi * g->wi;
+    const size_t ny = (size_t)g->n * g->co * g->ho * g->wo;
+    const size_t nw = (size_t)g->co * g->ci * g->kh * g->kw;
+    return conv_max(conv_max(nx, ny), nw);
 }
 
 /* Same layer: everything but the batch and the time extent agrees. */
@@ -283,8 +327,8 @@ static int conv_same_layer(const ds_conv_geom *a, const ds_conv_geom *b)
 }
 
 /* The plan whose work covers shape g: same layer, batch and length at least
- * g's; of several, the smallest, so that whichever the caller sized its work
- * by, this one fits in it. NULL when none. */
+ * g's; of several, the smallest W, so that whichever the caller sized its
+ * work by, this one fits in it (of equal W, one with dx). NULL when none. */
 static const conv_plan *conv_plan_for(const ds_cuda_conv_cache *c, cudnnDataType_t dt,
                                       const ds_conv_geom *g)
 {
@@ -293,14 +337,14 @@ static const conv_plan *conv_plan_for(const ds_cuda_conv_cache *c, cudnnDataType
         const conv_plan *p = &c->plans[i];
         if (p->dt != dt || !conv_same_layer(&p->g, g) || p->g.n < g->n || p->g.hi < g->hi)
             continue;
-        if (!best || p->total_bytes < best->total_bytes)
+        if (!best || p->ws_bytes < best->ws_bytes ||
+            (p->ws_bytes == best->ws_bytes && p->want_dx > best->want_dx))
             best = p;
     }
     return best;
 }
 
-static const conv_plan *conv_plan_exact(const ds_cuda_conv_cache *c, cudnnDataType_t dt,
-                                        const ds_conv_geom *g)
+static conv_plan *conv_plan_exact(ds_cuda_conv_cache *c, cudnnDataType_t dt, const ds_conv_geom *g)
 {
     for (int i = 0; i < c->nplans; i++)
         if (c->plans[i].dt == dt && memcmp(&c->plans[i].g, g, sizeof *g) == 0)
@@ -322,9 +366,26 @@ static ds_status conv_add_plan(ds_cuda_conv_cache *c, const conv_plan *p)
     return DS_OK;
 }
 
+/* The workspace a layer's plan may need, bytes, for its largest geometry g
+ * (the rule and why: CONV_WS_*). Start-up only: asks the device's free
+ * memory. */
+template <typename T>
+static ds_status conv_ws_cap(const ds_ctx *ctx, const ds_conv_geom *g, size_t *cap)
+{
+    size_t free_b = 0, total_b = 0;
+    DS_CUDA(cudaMemGetInfo(&free_b, &total_b));   /* of the current device: the caller's */
+    size_t c = conv_max(CONV_WS_TENSORS * conv_largest_elems(g) * sizeof(T), CONV_WS_FLOOR);
+    if (c > free_b / CONV_WS_SHARE)
+        c = free_b / CONV_WS_SHARE;
+    if (ctx->opts.mem_limit && c > ctx->opts.mem_limit / CONV_WS_SHARE)
+        c = ctx->opts.mem_limit / CONV_WS_SHARE;
+    *cap = c;
+    return DS_OK;
+}
+
 /* ---------------------------------------------------------- algorithms -- */
 
-/* The math type the descriptor allows while timing: FP32 FMA only unless
+/* The math type the descriptor allows while choosing: FP32 FMA only unless
  * --tf32, then cuDNN's default, which permits TF32 but no down-conversion to
  * FP16 (unlike ALLOW_CONVERSION); FP64 cuDNN's default, as PyTorch (every
  * FP64 path computes in FP64); FP16 and BF16 tensor ops (the compute type,
@@ -349,40 +410,111 @@ template <typename T> static int conv_math_ok(const ds_ctx *ctx, cudnnMathType_t
     return 1;
 }
 
-/* The workspace an algorithm needs under the descriptor's current math type. */
-static cudnnStatus_t conv_ws_query(ds_ctx *ctx, const conv_entry *e, cudnnConvolutionFwdAlgo_t a,
-                                   size_t *bytes)
-{
-    return cudnnGetConvolutionForwardWorkspaceSize(ctx->dnn, e->xd, e->wd, e->cd, e->yd, a, bytes);
-}
+/* One direction of the convolution: its cuDNN types and calls and where its
+ * choice lives, so that choosing and checking are written once. Each takes
+ * the entry's descriptors: x, dx xd [n][ci][hi][wi]; w, dw wd
+ * [co][ci][kh][kw]; y, dy yd [n][co][ho][wo]. heuristic: cuDNN's order for
+ * the shape, host-side (no kernels, no memory); timed: every algorithm run
+ * on cuDNN's own temporary buffers (start-up only); ws: the workspace an
+ * algorithm needs under the descriptor's current math type (NOT_SUPPORTED
+ * where it cannot run this shape). */
+struct conv_dir_fwd {
+    typedef cudnnConvolutionFwdAlgo_t algo_t;
+    typedef cudnnConvolutionFwdAlgoPerf_t perf_t;
+    static constexpr const char *name = "forward";
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n)
+    {
+        return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n);
+    }
+    static cudnnStatus_t heuristic(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                                   perf_t *r)
+    {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, e->xd, e->wd, e->cd, e->yd, req, got, r);
+    }
+    static cudnnStatus_t timed(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                               perf_t *r)
+    {
+        return cudnnFindConvolutionForwardAlgorithm(h, e->xd, e->wd, e->cd, e->yd, req, got, r);
+    }
+    static cudnnStatus_t ws(cudnnHandle_t h, const conv_entry *e, algo_t a, size_t *bytes)
+    {
+        return cudnnGetConvolutionForwardWorkspaceSize(h, e->xd, e->wd, e->cd, e->yd, a, bytes);
+    }
+    static conv_choice<algo_t> &choice(conv_algos *a) { return a->fwd; }
+    static int &ok(conv_entry *e) { return e->ok_fwd; }
+};
 
-static cudnnStatus_t conv_ws_query(ds_ctx *ctx, const conv_entry *e,
-                                   cudnnConvolutionBwdDataAlgo_t a, size_t *bytes)
-{
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx->dnn, e->wd, e->yd, e->cd, e->xd, a,
-                                                        bytes);
-}
+struct conv_dir_data {
+    typedef cudnnConvolutionBwdDataAlgo_t algo_t;
+    typedef cudnnConvolutionBwdDataAlgoPerf_t perf_t;
+    static constexpr const char *name = "backward-data";
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n)
+    {
+        return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+    }
+    static cudnnStatus_t heuristic(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                                   perf_t *r)
+    {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e->wd, e->yd, e->cd, e->xd, req,
+                                                           got, r);
+    }
+    static cudnnStatus_t timed(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                               perf_t *r)
+    {
+        return cudnnFindConvolutionBackwardDataAlgorithm(h, e->wd, e->yd, e->cd, e->xd, req, got,
+                                                         r);
+    }
+    static cudnnStatus_t ws(cudnnHandle_t h, const conv_entry *e, algo_t a, size_t *bytes)
+    {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, e->wd, e->yd, e->cd, e->xd, a,
+                                                            bytes);
+    }
+    static conv_choice<algo_t> &choice(conv_algos *a) { return a->data; }
+    static int &ok(conv_entry *e) { return e->ok_data; }
+};
 
-static cudnnStatus_t conv_ws_query(ds_ctx *ctx, const conv_entry *e,
-                                   cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes)
-{
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx->dnn, e->xd, e->yd, e->cd, e->wd, a,
-                                                          bytes);
-}
+struct conv_dir_filter {
+    typedef cudnnConvolutionBwdFilterAlgo_t algo_t;
+    typedef cudnnConvolutionBwdFilterAlgoPerf_t perf_t;
+    static constexpr const char *name = "backward-filter";
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n)
+    {
+        return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
+    }
+    static cudnnStatus_t heuristic(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                                   perf_t *r)
+    {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->xd, e->yd, e->cd, e->wd, req,
+                                                             got, r);
+    }
+    static cudnnStatus_t timed(cudnnHandle_t h, const conv_entry *e, int req, int *got,
+                               perf_t *r)
+    {
+        return cudnnFindConvolutionBackwardFilterAlgorithm(h, e->xd, e->yd, e->cd, e->wd, req,
+                                                           got, r);
+    }
+    static cudnnStatus_t ws(cudnnHandle_t h, const conv_entry *e, algo_t a, size_t *bytes)
+    {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, e->xd, e->yd, e->cd, e->wd, a,
+                                                              bytes);
+    }
+    static conv_choice<algo_t> &choice(conv_algos *a) { return a->filter; }
+    static int &ok(conv_entry *e) { return e->ok_filter; }
+};
 
 /* Each successful result's memory raised to what cuDNN's size query says
- * for its algorithm and math type (the run passes that much; a Find's figure
- * has been known to fall short); a result whose query fails is dropped. Leaves
- * the descriptor's math type changed: every call sets its own. */
-template <typename Perf>
-static void conv_requery(ds_ctx *ctx, const conv_entry *e, Perf *r, int got)
+ * for its algorithm and math type (the run passes that much; a search's
+ * figure has been known to fall short); a result whose query fails is
+ * dropped. Leaves the descriptor's math type changed: every call sets its own. */
+template <typename D>
+static void conv_requery(ds_ctx *ctx, const conv_entry *e, typename D::perf_t *r, int got)
 {
     for (int i = 0; i < got; i++) {
         size_t need = 0;
         if (r[i].status != CUDNN_STATUS_SUCCESS)
             continue;
         if (cudnnSetConvolutionMathType(e->cd, r[i].mathType) != CUDNN_STATUS_SUCCESS ||
-            conv_ws_query(ctx, e, r[i].algo, &need) != CUDNN_STATUS_SUCCESS)
+            D::ws(ctx->dnn, e, r[i].algo, &need) != CUDNN_STATUS_SUCCESS)
             r[i].status = CUDNN_STATUS_NOT_SUPPORTED;
         else if (need > r[i].memory)
             r[i].memory = need;
@@ -390,12 +522,11 @@ static void conv_requery(ds_ctx *ctx, const conv_entry *e, Perf *r, int got)
 }
 
 /* The usable result to run (any direction's perf type), or -1: succeeded,
- * fits the workspace limit, deterministic when asked, allowed math. Timed
- * results: the fastest. Deterministic runs: the first in cuDNN's heuristic
- * order, since timings differ run to run and two deterministic algorithms
- * still round differently. */
+ * fits the workspace limit, deterministic when asked, allowed math. first:
+ * the first such in the results' order (cuDNN's heuristic order); else the
+ * fastest of the timed results. */
 template <typename T, typename Perf>
-static int conv_pick(const ds_ctx *ctx, const Perf *r, int got, size_t limit)
+static int conv_pick(const ds_ctx *ctx, const Perf *r, int got, size_t limit, int first)
 {
     int best = -1;
     for (int i = 0; i < got; i++) {
@@ -403,7 +534,7 @@ static int conv_pick(const ds_ctx *ctx, const Perf *r, int got, size_t limit)
             (ctx->opts.deterministic && r[i].determinism != CUDNN_DETERMINISTIC) ||
             !conv_math_ok<T>(ctx, r[i].mathType))
             continue;
-        if (ctx->opts.deterministic)
+        if (first)
             return i;
         if (best < 0 || r[i].time < r[best].time)
             best = i;
@@ -411,12 +542,12 @@ static int conv_pick(const ds_ctx *ctx, const Perf *r, int got, size_t limit)
     return best;
 }
 
-static ds_status conv_none(const char *dir, const conv_entry *e, int got)
+static ds_status conv_none(const char *dir, const conv_entry *e, int got, size_t limit)
 {
     return DS_FAIL(DS_ERR_BACKEND,
                    "conv2d: no %s algorithm passes the filters (success, determinism, math "
-                   "type; %d results) for " CONV_SHAPE_FMT,
-                   dir, got, CONV_SHAPE_ARGS(&e->g, e->dt));
+                   "type, at most %zu bytes of workspace; %d results) for " CONV_SHAPE_FMT,
+                   dir, limit, got, CONV_SHAPE_ARGS(&e->g, e->dt));
 }
 
 /* Requested result count: cuDNN's own maximum, within our array. */
@@ -425,120 +556,77 @@ static int conv_req(int max_count)
     return max_count < CONV_MAX_RESULTS ? max_count : CONV_MAX_RESULTS;
 }
 
-/* Each direction is timed either at start-up (no buffers: cuDNN's own
- * temporary memory, any workspace) or at a shape's first use with the Ex form
- * on the op's buffers and the entry's workspace region (ws_bytes). *mem gets
- * the chosen algorithm's workspace. Choices are stored; the have_* flags are
- * the caller's. */
-
-/* Forward; the Ex trial outputs land in y, which the real call then assigns.
- * x [n][ci][hi][wi], w [co][ci][kh][kw], y [n][co][ho][wo] (all NULL at start-up). */
-template <typename T>
-static ds_status conv_find_fwd(ds_ctx *ctx, conv_entry *e, const void *x, const void *w, void *y,
-                               void *work, size_t *mem)
+/* Chooses direction D for e's shape into *out, needing at most limit bytes
+ * of workspace (*mem: what it needs). timed (start-up only, where cuDNN may
+ * allocate and the host wait): the fastest by cudnnFind*, counted in the
+ * cache's searches; otherwise, and always under --deterministic (timings
+ * differ run to run, and two deterministic algorithms still round
+ * differently), the first in cuDNN's heuristic order, host-side. */
+template <typename T, typename D>
+static ds_status conv_choose(ds_ctx *ctx, const conv_entry *e, int timed, size_t limit,
+                             conv_choice<typename D::algo_t> *out, size_t *mem)
 {
-    cudnnConvolutionFwdAlgoPerf_t r[CONV_MAX_RESULTS];
-    int max, got = 0;
+    typename D::perf_t r[CONV_MAX_RESULTS];
+    int max = 0, got = 0;
+    timed = timed && !ctx->opts.deterministic;
     DS_CUDNN(cudnnSetConvolutionMathType(e->cd, conv_find_math<T>(ctx)));
-    DS_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx->dnn, &max));
-    if (ctx->opts.deterministic)   /* heuristic order, untimed: the same choice every run */
-        DS_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx->dnn, e->xd, e->wd, e->cd, e->yd,
-                                                        conv_req(max), &got, r));
-    else if (x)
-        DS_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(ctx->dnn, e->xd, x, e->wd, w, e->cd, e->yd,
-                                                        y, conv_req(max), &got, r, work,
-                                                        e->ws_bytes));
-    else
-        DS_CUDNN(cudnnFindConvolutionForwardAlgorithm(ctx->dnn, e->xd, e->wd, e->cd, e->yd,
-                                                      conv_req(max), &got, r));
-    conv_requery(ctx, e, r, got);
-    const int k = conv_pick<T>(ctx, r, got, x ? e->ws_bytes : SIZE_MAX);
+    DS_CUDNN(D::max_count(ctx->dnn, &max));
+    if (timed) {
+        ctx->conv->searches++;   /* e is in ctx->conv */
+        DS_CUDNN(D::timed(ctx->dnn, e, conv_req(max), &got, r));
+    } else {
+        DS_CUDNN(D::heuristic(ctx->dnn, e, conv_req(max), &got, r));
+    }
+    conv_requery<D>(ctx, e, r, got);
+    const int k = conv_pick<T>(ctx, r, got, limit, !timed);
     if (k < 0)
-        return conv_none("forward", e, got);
-    e->fwd = {r[k].algo, r[k].mathType};
+        return conv_none(D::name, e, got, limit);
+    *out = {r[k].algo, r[k].mathType};
     *mem = r[k].memory;
     return DS_OK;
 }
 
-/* Backward data; the Ex trial outputs land in scratch (never dx, which
- * accumulates). w [co][ci][kh][kw], dy [n][co][ho][wo], scratch [n*ci*hi*wi]. */
-template <typename T>
-static ds_status conv_find_data(ds_ctx *ctx, conv_entry *e, const void *w, const void *dy,
-                                void *scratch, void *work, size_t *mem)
+/* In a step, at a shape's first use of direction D: the entry's choice (its
+ * plan's) where cuDNN supports it for this shape under its math type and it
+ * fits in the entry's W, else the heuristic order's first that passes the
+ * filters and fits. Host-side only: no Find, no kernels, no allocation. */
+template <typename T, typename D> static ds_status conv_ready(ds_ctx *ctx, conv_entry *e)
 {
-    cudnnConvolutionBwdDataAlgoPerf_t r[CONV_MAX_RESULTS];
-    int max, got = 0;
-    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, conv_find_math<T>(ctx)));
-    DS_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx->dnn, &max));
-    if (ctx->opts.deterministic)
-        DS_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx->dnn, e->wd, e->yd, e->cd, e->xd,
-                                                             conv_req(max), &got, r));
-    else if (dy)
-        DS_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx->dnn, e->wd, w, e->yd, dy, e->cd,
-                                                             e->xd, scratch, conv_req(max), &got,
-                                                             r, work, e->ws_bytes));
-    else
-        DS_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(ctx->dnn, e->wd, e->yd, e->cd, e->xd,
-                                                           conv_req(max), &got, r));
-    conv_requery(ctx, e, r, got);
-    const int k = conv_pick<T>(ctx, r, got, dy ? e->ws_bytes : SIZE_MAX);
-    if (k < 0)
-        return conv_none("backward-data", e, got);
-    e->bwd_data = {r[k].algo, r[k].mathType};
-    *mem = r[k].memory;
+    if (D::ok(e))
+        return DS_OK;
+    conv_choice<typename D::algo_t> &c = D::choice(&e->algo);
+    size_t need = 0;
+    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, c.math));
+    /* a failed query says the algorithm cannot run this shape: an answer, not an error */
+    if (D::ws(ctx->dnn, e, c.algo, &need) != CUDNN_STATUS_SUCCESS || need > e->ws_bytes)
+        DS_TRY((conv_choose<T, D>(ctx, e, 0, e->ws_bytes, &c, &need)));
+    D::ok(e) = 1;
     return DS_OK;
 }
 
-/* Backward filter; the Ex trial outputs land in scratch (never dw, which
- * accumulates). x [n][ci][hi][wi], dy [n][co][ho][wo], scratch [co*ci*kh*kw]. */
+/* Start-up, plan p of entry e's shape (p->g): the directions the layer needs
+ * that p lacks (upgrade: only backward data, for a plan first made without
+ * dx), timed, each within the layer's cap; W grows to the largest of their
+ * workspaces. Entries are the caller's to flush: they copy plans. */
 template <typename T>
-static ds_status conv_find_filter(ds_ctx *ctx, conv_entry *e, const void *x, const void *dy,
-                                  void *scratch, void *work, size_t *mem)
+static ds_status conv_plan_choose(ds_ctx *ctx, const conv_entry *e, conv_plan *p, int upgrade)
 {
-    cudnnConvolutionBwdFilterAlgoPerf_t r[CONV_MAX_RESULTS];
-    int max, got = 0;
-    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, conv_find_math<T>(ctx)));
-    DS_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx->dnn, &max));
-    if (ctx->opts.deterministic)
-        DS_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx->dnn, e->xd, e->yd, e->cd, e->wd,
-                                                               conv_req(max), &got, r));
-    else if (x)
-        DS_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx->dnn, e->xd, x, e->yd, dy,
-                                                               e->cd, e->wd, scratch,
-                                                               conv_req(max), &got, r, work,
-                                                               e->ws_bytes));
-    else
-        DS_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->dnn, e->xd, e->yd, e->cd, e->wd,
-                                                             conv_req(max), &got, r));
-    conv_requery(ctx, e, r, got);
-    const int k = conv_pick<T>(ctx, r, got, x ? e->ws_bytes : SIZE_MAX);
-    if (k < 0)
-        return conv_none("backward-filter", e, got);
-    e->bwd_filter = {r[k].algo, r[k].mathType};
-    *mem = r[k].memory;
-    return DS_OK;
-}
-
-/* Start-up: all three directions; the entry counts as chosen only when all
- * three are, with *ws (the largest of their workspaces) as its region. */
-template <typename T> static ds_status conv_find_startup(ds_ctx *ctx, conv_entry *e, size_t *ws)
-{
-    size_t mf = 0, md = 0, mw = 0;
-    e->have_fwd = e->have_data = e->have_filter = 0;
+    size_t cap = 0, mf = 0, md = 0, mw = 0;
     DS_CUDA(cudaSetDevice(ctx->device));   /* Find allocates on the current device */
-    DS_TRY(conv_find_fwd<T>(ctx, e, nullptr, nullptr, nullptr, nullptr, &mf));
-    DS_TRY(conv_find_data<T>(ctx, e, nullptr, nullptr, nullptr, nullptr, &md));
-    DS_TRY(conv_find_filter<T>(ctx, e, nullptr, nullptr, nullptr, nullptr, &mw));
-    *ws = mf > md ? mf : md;
-    *ws = mw > *ws ? mw : *ws;
-    e->ws_bytes = conv_align_up(*ws);
-    e->have_fwd = e->have_data = e->have_filter = 1;
+    DS_TRY(conv_ws_cap<T>(ctx, &p->g, &cap));
+    if (!upgrade) {
+        DS_TRY((conv_choose<T, conv_dir_fwd>(ctx, e, 1, cap, &p->algo.fwd, &mf)));
+        DS_TRY((conv_choose<T, conv_dir_filter>(ctx, e, 1, cap, &p->algo.filter, &mw)));
+    }
+    if (p->want_dx)   /* the first layer's input gets no gradient: not searched, cannot fail */
+        DS_TRY((conv_choose<T, conv_dir_data>(ctx, e, 1, cap, &p->algo.data, &md)));
+    p->ws_bytes = conv_max(p->ws_bytes, conv_align_up(conv_max(conv_max(mf, mw), md)));
     return DS_OK;
 }
 
-/* The entry of shape g, made (descriptors, workspace limit) when new. Its
- * work is that of the smallest plan covering it; a shape no conv2d_work
- * covered is refused, since its work cannot be known to suffice. */
+/* The entry of shape g, made (descriptors, its plan's choices and W) when
+ * new. Its plan is the smallest covering it; a shape no conv2d_work covered
+ * is refused, since its work cannot be known to suffice. */
 template <typename T>
 static ds_status conv_entry_for(ds_ctx *ctx, const ds_conv_geom *g, conv_entry **out)
 {
@@ -556,10 +644,11 @@ static ds_status conv_entry_for(ds_ctx *ctx, const ds_conv_geom *g, conv_entry *
     if (p->st != DS_OK)
         return DS_FAIL(p->st, "conv2d: the start-up algorithm choice failed for the layer "
                        "of " CONV_SHAPE_FMT, CONV_SHAPE_ARGS(g, dt));
-    /* scratch at the end of the plan's region; what is left before it is workspace */
-    const size_t scratch = conv_scratch_elems(g) * sizeof(T);
-    const size_t ws = (p->total_bytes - scratch) / CONV_ALIGN * CONV_ALIGN;
-    return conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, ws, out);
+    DS_TRY(conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, out));
+    (*out)->algo = p->algo;
+    (*out)->ws_bytes = p->ws_bytes;
+    (*out)->want_dx = p->want_dx;
+    return DS_OK;
 }
 
 /* ---------------------------------------------------------- bias grad -- */
@@ -678,39 +767,48 @@ static ds_status conv_bias_add(ds_ctx *ctx, const ds_conv_geom *g, const T *b, T
 
 /* ---------------------------------------------------------------- ops -- */
 
-/* Start-up, the layer's largest geometry: choose its algorithms and size its
- * work. A failed choice is recorded (DS_FAIL), kept in the plan and returned
- * by the layer's fwd and bwd, since this query cannot return a status; its
- * work then holds only the scratch. */
-template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g)
+/* Elements of T holding bytes. */
+template <typename T> static size_t conv_elems(size_t bytes)
+{
+    return (bytes + sizeof(T) - 1) / sizeof(T);
+}
+
+/* Start-up, the layer's largest geometry: choose its algorithms (backward
+ * data only when want_dx) and size its work, W. A failed choice is recorded
+ * (DS_FAIL), kept in the plan and returned by the layer's fwd and bwd, since
+ * this query cannot return a status. Asked again for a geometry planned
+ * without dx, now with it, the plan gains backward data (W may grow). */
+template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g, int want_dx)
 {
     const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     if (conv_bad_fields(g) || conv_bad_output(g) || conv_empty(g))
         return 0;   /* the op refuses a bad geometry (conv_check) and skips an empty one */
-    const size_t scratch = conv_scratch_elems(g) * sizeof(T);
-
     ds_cuda_conv_cache *c = nullptr;
     if (conv_cache(ctx, &c) != DS_OK)
-        return (scratch + sizeof(T) - 1) / sizeof(T);   /* recorded; every op fails */
-    if (const conv_plan *p = conv_plan_exact(c, dt, g))
-        return (p->total_bytes + sizeof(T) - 1) / sizeof(T);
+        return 0;   /* recorded; no plan, so every op of the layer fails */
+    want_dx = want_dx != 0;
+    conv_plan *ex = conv_plan_exact(c, dt, g);
+    if (ex && (ex->st != DS_OK || ex->want_dx || !want_dx))
+        return conv_elems<T>(ex->ws_bytes);   /* a failure stays recorded */
 
-    conv_plan p = {dt, *g, 0, DS_OK};
-    size_t ws = 0;
-    conv_entry *e = conv_lookup(c, dt, g);
-    const int fresh = !e;
-    if (fresh)
-        p.st = conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, 0, &e);
-    if (p.st == DS_OK)
-        p.st = conv_find_startup<T>(ctx, e, &ws);
-    if (p.st != DS_OK && fresh && e) {
-        conv_entry_release(e);   /* the last of its probe chain: safe to empty */
-        c->used--;
+    conv_plan fresh = {dt, *g, want_dx, {}, 0, DS_OK};
+    conv_plan *p = ex ? ex : &fresh;
+    ds_status st = DS_OK;
+    conv_entry *e = conv_lookup(c, dt, g);   /* the descriptors the search needs */
+    if (!e)
+        st = conv_insert(c, dt, ds_dtype_traits<T>::cudnn_compute, g, &e);
+    if (st == DS_OK) {
+        p->want_dx = want_dx;
+        st = conv_plan_choose<T>(ctx, e, p, ex != nullptr);
     }
-    p.total_bytes = conv_align_up(ws) + scratch;
-    if (conv_add_plan(c, &p) != DS_OK)
-        return (scratch + sizeof(T) - 1) / sizeof(T);   /* recorded; no plan: ops fail */
-    return (p.total_bytes + sizeof(T) - 1) / sizeof(T);
+    p->st = st;
+    if (!ex && conv_add_plan(c, p) != DS_OK)
+        return 0;   /* recorded; no plan: the layer's ops fail */
+    /* entries copy the plan that covered them when made: with a new or
+     * changed plan the smallest covering one may differ, so all are made
+     * again at their next use (host-side: descriptors and size queries) */
+    conv_flush(c);
+    return conv_elems<T>(p->ws_bytes);
 }
 
 /* y = conv(x, w) + b (assigns). x [n][ci][hi][wi], w [co][ci][kh][kw], b [co]
@@ -724,14 +822,10 @@ ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
         return DS_OK;
     conv_entry *e;
     DS_TRY(conv_entry_for<T>(ctx, g, &e));
-    if (!e->have_fwd) {
-        size_t mem;
-        DS_TRY(conv_find_fwd<T>(ctx, e, x, w, y, work, &mem));
-        e->have_fwd = 1;
-    }
+    DS_TRY((conv_ready<T, conv_dir_fwd>(ctx, e)));
     const ds_scale_t<T> one = 1, zero = 0;
-    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->fwd.math));
-    DS_CUDNN(cudnnConvolutionForward(ctx->dnn, &one, e->xd, x, e->wd, w, e->cd, e->fwd.algo,
+    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->algo.fwd.math));
+    DS_CUDNN(cudnnConvolutionForward(ctx->dnn, &one, e->xd, x, e->wd, w, e->cd, e->algo.fwd.algo,
                                      work, e->ws_bytes, &zero, e->yd, y));
     if (b && ds_dtype_traits<T>::narrow)
         DS_TRY(conv_bias_add<T>(ctx, g, (const T *)b, (T *)y));
@@ -741,7 +835,8 @@ ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
 }
 
 /* x [n][ci][hi][wi], w [co][ci][kh][kw], dy [n][co][ho][wo]; dx [n][ci][hi][wi]
- * (NULL: not wanted), dw [co][ci][kh][kw], db [co] (NULL: no bias) accumulate.
+ * (NULL: not wanted; refused where conv2d_work planned the layer without dx),
+ * dw [co][ci][kh][kw], db [co] (NULL: no bias) accumulate.
  * work [conv2d_work(a geometry covering g)]. */
 template <typename T>
 ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, const void *w,
@@ -752,27 +847,25 @@ ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
         return DS_OK;
     conv_entry *e;
     DS_TRY(conv_entry_for<T>(ctx, g, &e));
-    /* a new shape's Find-Ex scratch: after the workspace region */
-    void *scratch = (char *)work + e->ws_bytes;
-    size_t mem;
-    if (dx && !e->have_data) {   /* never needed where dx is never wanted */
-        DS_TRY(conv_find_data<T>(ctx, e, w, dy, scratch, work, &mem));
-        e->have_data = 1;
-    }
-    if (!e->have_filter) {
-        DS_TRY(conv_find_filter<T>(ctx, e, x, dy, scratch, work, &mem));
-        e->have_filter = 1;
-    }
+    if (dx && !e->want_dx)   /* choosing now would be a search inside the step */
+        return DS_FAIL(DS_ERR_ARG,
+                       "conv2d_bwd: dx asked for " CONV_SHAPE_FMT ", but conv2d_work planned "
+                       "its layer without dx (want_dx 0), so no backward-data algorithm was "
+                       "chosen",
+                       CONV_SHAPE_ARGS(g, e->dt));
+    if (dx)
+        DS_TRY((conv_ready<T, conv_dir_data>(ctx, e)));
+    DS_TRY((conv_ready<T, conv_dir_filter>(ctx, e)));
     const ds_scale_t<T> one = 1;
     if (dx) {
-        DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->bwd_data.math));
+        DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->algo.data.math));
         DS_CUDNN(cudnnConvolutionBackwardData(ctx->dnn, &one, e->wd, w, e->yd, dy, e->cd,
-                                              e->bwd_data.algo, work, e->ws_bytes, &one, e->xd,
+                                              e->algo.data.algo, work, e->ws_bytes, &one, e->xd,
                                               dx));
     }
-    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->bwd_filter.math));
+    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, e->algo.filter.math));
     DS_CUDNN(cudnnConvolutionBackwardFilter(ctx->dnn, &one, e->xd, x, e->yd, dy, e->cd,
-                                            e->bwd_filter.algo, work, e->ws_bytes, &one, e->wd,
+                                            e->algo.filter.algo, work, e->ws_bytes, &one, e->wd,
                                             dw));
     if (db)
         DS_TRY(conv_bias_grad<T>(ctx, g, (const T *)dy, (T *)db));
@@ -780,7 +873,7 @@ ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
 }
 
 #define CONV_INSTANTIATE(T)                                                                   \
-    template size_t cuda_conv2d_work<T>(ds_ctx *, const ds_conv_geom *);                       \
+    template size_t cuda_conv2d_work<T>(ds_ctx *, const ds_conv_geom *, int);                  \
     template ds_status cuda_conv2d_fwd<T>(ds_ctx *, const ds_conv_geom *, const void *,        \
                                           const void *, const void *, void *, void *);         \
     template ds_status cuda_conv2d_bwd<T>(ds_ctx *, const ds_conv_geom *, const void *,        \

@@ -55,6 +55,8 @@ struct ds_event {
 };
 
 void ds_cuda_conv_cache_free(ds_ctx *c);
+/* conv.cu: cudnnFind* calls made on c so far (the counters' searches; 0 for NULL). */
+long ds_cuda_conv_searches(const ds_ctx *c);
 
 /* range_timing.cu: the backend's range_timing / range_times, and what
  * range_push / range_pop do while timing is on. */

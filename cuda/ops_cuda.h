@@ -12,7 +12,7 @@
 #include "cuda_ctx.h"
 
 /* conv.cu (cuDNN) */
-template <typename T> size_t cuda_conv2d_work(ds_ctx *, const ds_conv_geom *g);
+template <typename T> size_t cuda_conv2d_work(ds_ctx *, const ds_conv_geom *g, int want_dx);
 template <typename T>
 ds_status cuda_conv2d_fwd(ds_ctx *, const ds_conv_geom *g, const void *x, const void *w,
                           const void *b, void *y, void *work);

@@ -137,10 +137,14 @@ enum {
 
 typedef struct ds_ops {
     /* ---- scratch sizes (elements of the table's dtype) ---- */
-    /* conv2d_work runs at start-up for the run's largest geometry: a GPU
-     * backend chooses its algorithms there (timed, once per shape) and the
-     * size covers every smaller geometry of the run. */
-    size_t (*conv2d_work)(ds_ctx *, const ds_conv_geom *g);
+    /* conv2d_work runs at start-up, once per layer, for the run's largest
+     * geometry of it: a GPU backend chooses its algorithms there (timed,
+     * once per layer; a step's smaller geometries reuse them, never timing)
+     * and the size covers every smaller geometry of the layer. want_dx: 0
+     * when the layer's conv2d_bwd never asks for dx (the first layer, whose
+     * input is the features): its backward-data algorithm is not chosen,
+     * and a conv2d_bwd with dx on such a layer may be refused (DS_ERR_ARG). */
+    size_t (*conv2d_work)(ds_ctx *, const ds_conv_geom *g, int want_dx);
     size_t (*lookahead_work)(int n, int h);
     size_t (*ctc_work)(int t, int n, int c, int max_label_len);
 
@@ -292,6 +296,8 @@ typedef struct {
     long allocs;              /* alloc and host_alloc calls */
     long to_host;             /* blocking device-to-host reads */
     size_t bytes_in_use, bytes_peak;   /* backend memory (alloc) */
+    long searches;            /* timed algorithm searches (cuDNN's Find; none on the
+                               * CPU): conv2d_work's only, never inside a step */
 } ds_backend_counters;
 
 /* How a context computes, chosen once per run. */

@@ -9,34 +9,61 @@
 
 /* ---- conv2d ---- */
 
+/* A case's geometry g and the layer's largest one, plan, for which
+ * conv2d_work sizes the work (start-up): g itself, or a larger batch and
+ * length of the same layer, as a step with shorter utterances runs it.
+ * want_dx: the layer's, as conv2d_work is told (0: the first layer). */
+typedef struct {
+    ds_conv_geom g, plan;
+    int want_dx;
+} conv_arg;
+
+/* After an op: it must not have searched for algorithms (the counters'
+ * searches: cuDNN's Find, which blocks the host), which is conv2d_work's
+ * business at start-up only. */
+static ds_status conv_unsearched(const p_side *s, long before, ds_status st)
+{
+    ds_backend_counters c;
+    s->be->counters(s->ctx, &c);
+    if (st == DS_OK && c.searches != before)
+        return DS_FAIL(DS_ERR_BACKEND, "conv2d: %ld algorithm searches inside the op",
+                       c.searches - before);
+    return st;
+}
 
 /* buf: x [n][ci][hi][wi], w [co][ci][kh][kw], b [co], y [n][co][ho][wo]. */
 static ds_status call_conv_fwd(const p_side *s, void *const *buf, const void *arg)
 {
-    const ds_conv_geom *g = arg;
+    const conv_arg *a = arg;
     void *work;
-    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, g), &work));
-    ds_status st = s->ops->conv2d_fwd(s->ctx, g, buf[0], buf[1], buf[2], buf[3], work);
+    ds_backend_counters c;
+    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, &a->plan, a->want_dx), &work));
+    s->be->counters(s->ctx, &c);
+    ds_status st = s->ops->conv2d_fwd(s->ctx, &a->g, buf[0], buf[1], buf[2], buf[3], work);
     p_release(s, work);
-    return st;
+    return conv_unsearched(s, c.searches, st);
 }
 
 /* buf: x [n][ci][hi][wi], w [co][ci][kh][kw], dy [n][co][ho][wo],
  * dx [n][ci][hi][wi] (or NULL), dw [co][ci][kh][kw], db [co]. */
 static ds_status call_conv_bwd(const p_side *s, void *const *buf, const void *arg)
 {
-    const ds_conv_geom *g = arg;
+    const conv_arg *a = arg;
     void *work;
-    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, g), &work));
-    ds_status st = s->ops->conv2d_bwd(s->ctx, g, buf[0], buf[1], buf[2], buf[3], buf[4],
+    ds_backend_counters c;
+    DS_TRY(p_scratch(s, s->ops->conv2d_work(s->ctx, &a->plan, a->want_dx), &work));
+    s->be->counters(s->ctx, &c);
+    ds_status st = s->ops->conv2d_bwd(s->ctx, &a->g, buf[0], buf[1], buf[2], buf[3], buf[4],
                                       buf[5], work);
     p_release(s, work);
-    return st;
+    return conv_unsearched(s, c.searches, st);
 }
 
-/* Forward, backward, and backward without dx on geometry g. */
-static void conv_cases(const char *name, const ds_conv_geom *g, int with_null_dx)
+/* Forward and backward on a->g: with dx where the layer wants it, and
+ * without dx too where with_null_dx or the layer does not want it. */
+static void conv_cases(const char *name, const conv_arg *a, int with_null_dx)
 {
+    const ds_conv_geom *g = &a->g;
     const size_t nx = (size_t)g->n * g->ci * g->hi * g->wi;
     const size_t nw = (size_t)g->co * g->ci * g->kh * g->kw;
     const size_t ny = (size_t)g->n * g->co * g->ho * g->wo;
@@ -46,16 +73,16 @@ static void conv_cases(const char *name, const ds_conv_geom *g, int with_null_dx
     double *db0 = p_rand(P_COMPUTE, g->co, -1, 1);
     char variant[64];
 
-    p_case f = {"conv2d_fwd", name, .call = call_conv_fwd, .arg = g};
+    p_case f = {"conv2d_fwd", name, .call = call_conv_fwd, .arg = a};
     p_add(&f, "x", P_COMPUTE, P_IN, nx, x);
     p_add(&f, "w", P_COMPUTE, P_IN, nw, w);
     p_add(&f, "b", P_COMPUTE, P_IN, g->co, b);
     p_add(&f, "y", P_COMPUTE, P_OUT, ny, NULL);
     p_run(&f);
 
-    for (int null_dx = 0; null_dx <= with_null_dx; null_dx++) {
+    for (int null_dx = !a->want_dx; null_dx <= (with_null_dx || !a->want_dx); null_dx++) {
         snprintf(variant, sizeof variant, "%s%s", name, null_dx ? " dx=NULL" : "");
-        p_case c = {"conv2d_bwd", variant, .call = call_conv_bwd, .arg = g};
+        p_case c = {"conv2d_bwd", variant, .call = call_conv_bwd, .arg = a};
         p_add(&c, "x", P_COMPUTE, P_IN, nx, x);
         p_add(&c, "w", P_COMPUTE, P_IN, nw, w);
         p_add(&c, "dy", P_COMPUTE, P_IN, ny, dy);
@@ -65,6 +92,12 @@ static void conv_cases(const char *name, const ds_conv_geom *g, int with_null_dx
         p_run(&c);
     }
     p_scratch_reset();
+}
+
+/* The layer of g planned at n utterances of hi frames (its largest). */
+static ds_conv_geom conv_planned(const ds_conv_geom *g, int n, int hi)
+{
+    return ds_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
 }
 
 static void conv_all(void)
@@ -80,8 +113,23 @@ static void conv_all(void)
     };
     const char *names[] = {"k3x3 s1 p1",     "k3x3 s2 p1",           "k7x5 s2 p3x2",
                            "k4x2 s1x3 p0x1", "ds2 conv1 100x81 k41x11", "ds2 conv2 50x41 k21x11"};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
-        conv_cases(names[i], &g[i], i == 0);
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        const conv_arg a = {g[i], g[i], 1};
+        conv_cases(names[i], &a, i == 0);
+    }
+    /* a step's shorter batch and utterances on the layer's start-up plan
+     * (its algorithms reused, never searched again); DeepSpeech2's first
+     * layer planned without dx, as the model plans it */
+    const conv_arg step[] = {
+        {ds_conv_geom_of(1, 16, 37, 41, 16, 21, 11, 2, 1, 10, 5), conv_planned(&g[5], 3, 64), 1},
+        {ds_conv_geom_of(3, 16, 23, 41, 16, 21, 11, 2, 1, 10, 5), conv_planned(&g[5], 3, 64), 1},
+        {ds_conv_geom_of(2, 1, 63, 81, 16, 41, 11, 2, 2, 20, 5), conv_planned(&g[4], 3, 120), 0},
+        {ds_conv_geom_of(1, 1, 120, 81, 16, 41, 11, 2, 2, 20, 5), conv_planned(&g[4], 3, 120), 0},
+    };
+    const char *step_names[] = {"ds2 conv2 1x37 of 3x64", "ds2 conv2 3x23 of 3x64",
+                                "ds2 conv1 2x63 of 3x120", "ds2 conv1 1x120 of 3x120"};
+    for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
+        conv_cases(step_names[i], &step[i], 0);
 }
 
 /* ---- BatchNorm and mask ---- */

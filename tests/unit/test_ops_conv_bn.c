@@ -1,7 +1,8 @@
 /* test_ops_conv_bn.c - a backend's conv2d, length-aware BatchNorm and
  * lookahead ops through the public op table: every backward against central
  * finite differences and every forward against naive loops in float64,
- * float32 against float64, and BatchNorm's padding rules.
+ * float32 against float64, conv2d on smaller shapes of a start-up plan
+ * (no algorithm search after start-up), and BatchNorm's padding rules.
  *
  * usage: test_ops_conv_bn [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -140,31 +141,48 @@ static size_t conv_nx(const ds_conv_geom *g) { return (size_t)g->n * g->ci * g->
 static size_t conv_nw(const ds_conv_geom *g) { return (size_t)g->co * g->ci * g->kh * g->kw; }
 static size_t conv_ny(const ds_conv_geom *g) { return (size_t)g->n * g->co * g->ho * g->wo; }
 
-static void conv_fwd(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
-                     const double *b, double *y)
+/* work: a buffer from conv2d_work of a geometry covering g, or NULL for one
+ * of conv2d_work(g) (a layer that wants dx) made here. */
+static void conv_fwd_in(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
+                        const double *b, double *y, void *work)
 {
     const ds_ops *op = be->ops(t);
     void *X = up(t, x, conv_nx(g)), *W = up(t, w, conv_nw(g)), *B = up(t, b, g->co);
-    void *Y = up(t, NULL, conv_ny(g)), *work = up(t, NULL, op->conv2d_work(ctx, g));
-    must(op->conv2d_fwd(ctx, g, X, W, B, Y, work), "conv2d_fwd");
+    void *Y = up(t, NULL, conv_ny(g));
+    void *own = work ? NULL : up(t, NULL, op->conv2d_work(ctx, g, 1));
+    must(op->conv2d_fwd(ctx, g, X, W, B, Y, work ? work : own), "conv2d_fwd");
     down(t, Y, y, conv_ny(g));
-    drop(X), drop(W), drop(B), drop(Y), drop(work);
+    drop(X), drop(W), drop(B), drop(Y), drop(own);
 }
 
-/* dx (or NULL), dw, db accumulate onto their contents. */
-static void conv_bwd(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
-                     const double *dy, double *dx, double *dw, double *db)
+static void conv_fwd(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
+                     const double *b, double *y)
+{
+    conv_fwd_in(t, g, x, w, b, y, NULL);
+}
+
+/* dx (or NULL), dw, db accumulate onto their contents; work as conv_fwd_in's
+ * (made here for a layer wanting dx when dx is given). */
+static void conv_bwd_in(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
+                        const double *dy, double *dx, double *dw, double *db, void *work)
 {
     const ds_ops *op = be->ops(t);
     void *X = up(t, x, conv_nx(g)), *W = up(t, w, conv_nw(g)), *DY = up(t, dy, conv_ny(g));
     void *DX = dx ? up(t, dx, conv_nx(g)) : NULL, *DW = up(t, dw, conv_nw(g));
-    void *DB = up(t, db, g->co), *work = up(t, NULL, op->conv2d_work(ctx, g));
-    must(op->conv2d_bwd(ctx, g, X, W, DY, DX, DW, DB, work), "conv2d_bwd");
+    void *DB = up(t, db, g->co);
+    void *own = work ? NULL : up(t, NULL, op->conv2d_work(ctx, g, dx != NULL));
+    must(op->conv2d_bwd(ctx, g, X, W, DY, DX, DW, DB, work ? work : own), "conv2d_bwd");
     if (dx)
         down(t, DX, dx, conv_nx(g));
     down(t, DW, dw, conv_nw(g));
     down(t, DB, db, g->co);
-    drop(X), drop(W), drop(DY), drop(DX), drop(DW), drop(DB), drop(work);
+    drop(X), drop(W), drop(DY), drop(DX), drop(DW), drop(DB), drop(own);
+}
+
+static void conv_bwd(ds_dtype t, const ds_conv_geom *g, const double *x, const double *w,
+                     const double *dy, double *dx, double *dw, double *db)
+{
+    conv_bwd_in(t, g, x, w, dy, dx, dw, db, NULL);
 }
 
 /* Input tap (ih, iw) of channel c of utterance i, zero outside. */
@@ -345,9 +363,9 @@ static void test_conv(void)
         ds_conv_geom longer = big;
         longer.hi = 10 * big.hi;
         longer.ho = (longer.hi + 2 * longer.ph - longer.kh) / longer.sh + 1;
-        const size_t got = be->ops(DS_F64)->conv2d_work(ctx, &big);
+        const size_t got = be->ops(DS_F64)->conv2d_work(ctx, &big, 1);
         const size_t im2col = (size_t)longer.ci * longer.kh * longer.kw * longer.ho * longer.wo;
-        T_CHECK(got == be->ops(DS_F64)->conv2d_work(ctx, &longer) && 10 * got < im2col,
+        T_CHECK(got == be->ops(DS_F64)->conv2d_work(ctx, &longer, 1) && 10 * got < im2col,
                 "conv2d_work %zu: grows with the length, or near a full im2col (%zu)", got,
                 im2col);
     }
@@ -358,10 +376,114 @@ static void test_conv(void)
     const ds_ops *op = be->ops(DS_F64);
     void *X = up(DS_F64, NULL, conv_nx(&small[1])), *W = up(DS_F64, NULL, conv_nw(&bad));
     void *B = up(DS_F64, NULL, bad.co), *Y = up(DS_F64, NULL, conv_ny(&bad));
-    void *work = up(DS_F64, NULL, op->conv2d_work(ctx, &small[1]));
+    void *work = up(DS_F64, NULL, op->conv2d_work(ctx, &small[1], 1));
     T_CHECK(op->conv2d_fwd(ctx, &bad, X, W, B, Y, work) == DS_ERR_ARG,
             "conv2d_fwd accepted ho that does not match the geometry");
     drop(X), drop(W), drop(B), drop(Y), drop(work);
+}
+
+/* The layer of plan at n utterances of hi frames. */
+static ds_conv_geom conv_resized(const ds_conv_geom *plan, int n, int hi)
+{
+    return ds_conv_geom_of(n, plan->ci, hi, plan->wi, plan->co, plan->kh, plan->kw, plan->sh,
+                           plan->sw, plan->ph, plan->pw);
+}
+
+static long conv_searches(void)
+{
+    ds_backend_counters c;
+    be->counters(ctx, &c);
+    return c.searches;
+}
+
+/* Forward, and backward with dx or without (want_dx 0), of g in work
+ * against the naive loops; dx, dw, db start from random values. */
+static void conv_step_check(ds_dtype t, const ds_conv_geom *g, int want_dx, void *work,
+                            double tol, const char *what)
+{
+    const size_t nx = conv_nx(g), nw = conv_nw(g), ny = conv_ny(g);
+    double *x = rnd(nx, -1, 1), *w = rnd(nw, -1, 1), *b = rnd(g->co, -1, 1);
+    double *dy = rnd(ny, -1, 1), *y = vec(ny), *yref = vec(ny);
+    double *dx = rnd(nx, -1, 1), *dw = rnd(nw, -1, 1), *db = rnd(g->co, -1, 1);
+    double *rx = dup(dx, nx), *rw = dup(dw, nw), *rb = dup(db, g->co);
+    char line[96];
+
+    conv_fwd_in(t, g, x, w, b, y, work);
+    conv_naive(g, x, w, b, yref);
+    snprintf(line, sizeof line, "%s n=%d hi=%d y", what, g->n, g->hi);
+    check_close(line, y, yref, ny, tol);
+    conv_bwd_in(t, g, x, w, dy, want_dx ? dx : NULL, dw, db, work);
+    conv_naive_bwd(g, x, w, dy, rx, rw, rb);
+    if (want_dx) {
+        snprintf(line, sizeof line, "%s n=%d hi=%d dx", what, g->n, g->hi);
+        check_close(line, dx, rx, nx, tol);
+    }
+    snprintf(line, sizeof line, "%s n=%d hi=%d dw", what, g->n, g->hi);
+    check_close(line, dw, rw, nw, tol);
+    snprintf(line, sizeof line, "%s n=%d hi=%d db", what, g->n, g->hi);
+    check_close(line, db, rb, g->co, tol);
+    free(x), free(w), free(b), free(dy), free(y), free(yref);
+    free(dx), free(dw), free(db), free(rx), free(rw), free(rb);
+}
+
+/* A layer planned once, by conv2d_work for its largest batch and length as
+ * the model does at start-up, then run at smaller batches and lengths in
+ * that one work buffer, as the steps of a run with real lengths are: each
+ * against the naive loops, and no algorithm search (the counters' searches:
+ * cuDNN's Find on the GPU, which blocks the host) after start-up, where the
+ * GPU must have searched. A first layer, planned without dx, runs its
+ * backward without dx and on the GPU refuses one with dx. */
+static void conv_plan_check(ds_dtype t, double tol)
+{
+    const ds_ops *op = be->ops(t);
+    const int gpu = strcmp(be->name, "cpu") != 0;
+    /* a DeepSpeech2-like second layer, small: 3 utterances of at most 40 frames */
+    const ds_conv_geom plan = ds_conv_geom_of(3, 4, 40, 21, 8, 11, 5, 2, 1, 5, 2);
+    const ds_conv_geom first = ds_conv_geom_of(3, 1, 44, 23, 4, 11, 5, 2, 2, 5, 2);
+    /* the planned shape itself, then shorter batches and utterances (one frame too) */
+    const int nh[][2] = {{3, 40}, {1, 40}, {3, 17}, {2, 33}, {1, 1}, {2, 26}, {3, 39}};
+    const int nshapes = (int)(sizeof nh / sizeof nh[0]);
+    const char *what = t == DS_F64 ? "plan f64" : "plan f32";
+
+    const long s0 = conv_searches();
+    void *work = up(t, NULL, op->conv2d_work(ctx, &plan, 1));
+    void *work1 = up(t, NULL, op->conv2d_work(ctx, &first, 0));
+    const long s1 = conv_searches();
+    for (int k = 0; k < nshapes; k++) {
+        const ds_conv_geom g = conv_resized(&plan, nh[k][0], nh[k][1]);
+        conv_step_check(t, &g, 1, work, tol, what);
+    }
+    for (int k = 0; k < nshapes; k++) {
+        const ds_conv_geom g = conv_resized(&first, nh[k][0], nh[k][1] + 4);
+        conv_step_check(t, &g, 0, work1, tol, what);
+    }
+    const long s2 = conv_searches();
+    printf("  %-36s %ld searches at start-up, %ld in %d steps\n", what, s1 - s0, s2 - s1,
+           2 * nshapes);
+    T_CHECK(s2 == s1, "%s: %ld algorithm searches after start-up, over %d smaller shapes", what,
+            s2 - s1, 2 * nshapes);
+    T_CHECK(!gpu || s1 > s0, "%s: conv2d_work made no algorithm search on %s", what, be->name);
+
+    /* dx on the layer planned without it: refused on the GPU (no search) */
+    if (gpu) {
+        const ds_conv_geom g = conv_resized(&first, 2, 30);
+        void *X = up(t, NULL, conv_nx(&g)), *W = up(t, NULL, conv_nw(&g));
+        void *DY = up(t, NULL, conv_ny(&g)), *DX = up(t, NULL, conv_nx(&g));
+        void *DW = up(t, NULL, conv_nw(&g)), *DB = up(t, NULL, g.co);
+        const ds_status st = op->conv2d_bwd(ctx, &g, X, W, DY, DX, DW, DB, work1);
+        T_CHECK(st == DS_ERR_ARG, "%s: conv2d_bwd with dx on a layer planned without dx: %s",
+                what, ds_status_name(st));
+        T_CHECK(conv_searches() == s2, "%s: the refused conv2d_bwd searched", what);
+        drop(X), drop(W), drop(DY), drop(DX), drop(DW), drop(DB);
+    }
+    drop(work), drop(work1);
+}
+
+static void test_conv_plan(void)
+{
+    printf("conv2d on a start-up plan\n");
+    conv_plan_check(DS_F64, EXACT_TOL);
+    conv_plan_check(DS_F32, F32_TOL);
 }
 
 /* ---- BatchNorm ---- */
@@ -737,6 +859,7 @@ int main(int argc, char **argv)
     ds_rng_seed(&rng, 20240611);
 
     test_conv();
+    test_conv_plan();
     test_bn();
     test_lookahead();
 

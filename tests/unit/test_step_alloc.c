@@ -11,7 +11,8 @@
  * of `ds_train` (printing the batch CER, logging every step) differ only in
  * their number of steps: if anything were allocated per step, the longer run
  * would count more. Then single steps are launched by hand and each must
- * leave both counters and the blocking-read counter unchanged.
+ * leave both counters, the blocking-read counter and the algorithm searches
+ * (cuDNN's Find, start-up only) unchanged.
  *
  * usage: test_step_alloc [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <link.h>
@@ -173,6 +174,8 @@ int main(int argc, char **argv)
         T_CHECK(h1 == h0, "step %d allocated %ld times on the heap", k + 1, h1 - h0);
         T_CHECK(c1.allocs == c0.allocs, "step %d allocated in the backend", k + 1);
         T_CHECK(c1.to_host == c0.to_host, "step %d made %ld blocking reads", k + 1, c1.to_host - c0.to_host);
+        T_CHECK(c1.searches == c0.searches, "step %d made %ld algorithm searches", k + 1,
+                c1.searches - c0.searches);
         T_CHECK(out.loss > 0 && out.opt.grad_norm > 0 && out.opt.steps == k + 1,
                 "step %d: loss %g, norm %g, %ld updates", k + 1, out.loss, out.opt.grad_norm, out.opt.steps);
     }
