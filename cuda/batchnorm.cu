@@ -4,8 +4,8 @@
  * Only real positions (p / p_per_t < len[i]) enter the statistics and get
  * output; y is zero at padding and dx gets nothing there. Per-channel sums
  * are taken in double and are deterministic: every reduction has a launch
- * shape that depends only on the channel count, a fixed per-thread order and
- * a fixed tree, and no atomics.
+ * shape that depends only on the view's shape and the device's SM count, a
+ * fixed per-thread order and fixed trees, and no atomics.
  *
  * Every op walks the view channel by channel in one of two shapes, picked by
  * which stride is 1 so that neighbouring threads read neighbouring elements:
@@ -14,8 +14,13 @@
  *  - channel tiles (sequences [T][N][C], sc == 1): a block is TILE_C
  *    neighbouring channels (threadIdx.x) by TILE_R rows (threadIdx.y), rows
  *    being (pos, i) in that order, which is memory order for sequences.
- * Reductions launch one block per channel (tile) with a single row of blocks;
- * the elementwise passes add blocks along the positions to fill the device.
+ * Reductions split each channel's (tile's) rows over several blocks by the
+ * rule of reduce_split.h, which depends only on the shape and the SM count:
+ * pass 1, block b = ch * split + s (tile * split + s) sums a fixed slice of
+ * the rows into ctx->partials, two doubles per channel; pass 2 adds each
+ * channel's split partials in a fixed order and tree. A split of 1 (little
+ * data, or channels too many for the partials) is one pass. The elementwise
+ * passes add blocks along the positions to fill the device.
  *
  * An op is a functor with param(ch) (its per-channel constants, computed
  * once per thread) and add (reductions: sums of one real element, plus any
@@ -26,11 +31,14 @@
  * buffer (gamma, beta, their gradients, the statistics, the moments) is
  * float; see "the ops" below for where each value is rounded. */
 #include "ops_cuda.h"
+#include "reduce_split.h"
 
-#define CB_REDUCE 1024 /* threads of a channel block that reduces: the channel's only block */
+#define CB_REDUCE 1024 /* threads of a channel block that reduces */
 #define CB_MAP 256     /* threads of a channel block of an elementwise pass */
 #define TILE_C 8       /* channels of a tile: 32 bytes of floats, one memory sector */
 #define TILE_R 64      /* rows of a tile */
+#define BN_MIN_ELEMS 4096 /* fewest elements a reduction block is given when split */
+#define BN_SLOTS 2     /* partials per channel of a reduction block: its two sums */
 
 /* Real positions of utterance i: len[i] * p_per_t clamped to [0, p]. */
 static __device__ long bn_real_p(const ds_view &v, const int *len, int i)
@@ -53,41 +61,68 @@ static __device__ double warp_sum(double v)
     return v;
 }
 
-/* Reduction, channel blocks: grid (c), block CB_REDUCE. Thread t sums
- * positions t, t + CB_REDUCE, ... of each utterance in turn; then warps, then
- * the block's warps, in fixed trees. */
-template <class Op> static __global__ void __launch_bounds__(CB_REDUCE)
-bn_reduce_cb(ds_view v, const int *len, Op op)
+/* The end of a pass-1 block: split 1, the channel's totals go to op.done;
+ * else its two sums to part [c][split][BN_SLOTS] at (ch, s). */
+template <class Op>
+static __device__ void bn_block_out(const Op &op, const typename Op::param_t &pr, int ch, int s,
+                                    int split, double *part, double s1, double s2)
 {
-    __shared__ double part[2][CB_REDUCE / 32];
-    const int ch = blockIdx.x;
+    if (split == 1) {
+        op.done(pr, ch, s1, s2);
+    } else {
+        double *q = part + ((size_t)ch * split + s) * BN_SLOTS;
+        q[0] = s1;
+        q[1] = s2;
+    }
+}
+
+/* Reduction pass 1, channel blocks: grid (c * split), block CB_REDUCE; block
+ * b = ch * split + s sums channel ch over the flattened positions [s * per,
+ * (s + 1) * per) of its n * p (utterance-major), utterance by utterance and
+ * real positions only. Thread t sums positions p0 + t, p0 + t + CB_REDUCE,
+ * ... of each; then warps, then the block's warps, in fixed trees.
+ * part [c][split][BN_SLOTS] (split > 1). */
+template <class Op> static __global__ void __launch_bounds__(CB_REDUCE)
+bn_reduce_cb(ds_view v, const int *len, int split, long per, double *part, Op op)
+{
+    __shared__ double acc[2][CB_REDUCE / 32];
+    const int ch = (int)(blockIdx.x / (unsigned)split), sl = (int)(blockIdx.x % (unsigned)split);
     const typename Op::param_t pr = op.param(ch);
+    const long total = (long)v.n * v.p;
+    long j = (long)sl * per;
+    const long end = j + per < total ? j + per : total;
     double s1 = 0, s2 = 0;
-    for (int i = 0; i < v.n; i++) {
-        const long base = (long)i * v.sn + (long)ch * v.sc, rp = bn_real_p(v, len, i);
-        for (long p = threadIdx.x; p < rp; p += CB_REDUCE)
+    while (j < end) {
+        const int i = (int)(j / v.p);
+        const long p0 = j - (long)i * v.p;
+        const long p1 = end - j < v.p - p0 ? p0 + (end - j) : v.p;   /* the slice in utterance i */
+        const long rp = bn_real_p(v, len, i), lim = p1 < rp ? p1 : rp;
+        const long base = (long)i * v.sn + (long)ch * v.sc;
+        for (long p = p0 + threadIdx.x; p < lim; p += CB_REDUCE)
             op.add(pr, base + p * v.sp, s1, s2);
+        j += p1 - p0;
     }
     s1 = warp_sum(s1);
     s2 = warp_sum(s2);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0) {
-        part[0][warp] = s1;
-        part[1][warp] = s2;
+        acc[0][warp] = s1;
+        acc[1][warp] = s2;
     }
     __syncthreads();
     if (warp == 0) {
-        s1 = warp_sum(lane < CB_REDUCE / 32 ? part[0][lane] : 0.0);
-        s2 = warp_sum(lane < CB_REDUCE / 32 ? part[1][lane] : 0.0);
+        s1 = warp_sum(lane < CB_REDUCE / 32 ? acc[0][lane] : 0.0);
+        s2 = warp_sum(lane < CB_REDUCE / 32 ? acc[1][lane] : 0.0);
         if (lane == 0)
-            op.done(pr, ch, s1, s2);
+            bn_block_out(op, pr, ch, sl, split, part, s1, s2);
     }
 }
 
 /* Walks rows r = pos * n + i, starting at r0 and stepping by step, calling
- * f(i, pos) for each while pos < p; no divisions inside the loop. */
+ * f(i, pos) for each while r < rend (at most n * p); no divisions inside
+ * the loop. */
 template <class F>
-static __device__ void bn_rows(const ds_view &v, long r0, long step, F &f)
+static __device__ void bn_rows(const ds_view &v, long r0, long step, long rend, F &f)
 {
     if (v.n <= 0)
         return;
@@ -95,7 +130,7 @@ static __device__ void bn_rows(const ds_view &v, long r0, long step, F &f)
     const int di = (int)(step % v.n);
     long pos = r0 / v.n;
     int i = (int)(r0 % v.n);
-    while (pos < v.p) {
+    for (long r = r0; r < rend; r += step) {
         f(i, pos);
         i += di;
         pos += dpos;
@@ -121,32 +156,55 @@ template <class Op> struct bn_tile_sum {
     }
 };
 
-/* Reduction, channel tiles: grid (ceil(c / TILE_C)), block (TILE_C, TILE_R).
- * Thread (x, y) sums rows y, y + TILE_R, ... of channel x of the tile; the
- * TILE_R partial sums of a channel then meet in a fixed tree. */
+/* Reduction pass 1, channel tiles: grid (ceil(c / TILE_C) * split), block
+ * (TILE_C, TILE_R); block b = tile * split + s takes rows [s * per, (s + 1)
+ * * per) of the n * p. Thread (x, y) sums rows s * per + y, + TILE_R, ... of
+ * channel x of the tile; the TILE_R partial sums of a channel then meet in a
+ * fixed tree. part [c][split][BN_SLOTS] (split > 1). */
 template <class Op> static __global__ void __launch_bounds__(TILE_C * TILE_R)
-bn_reduce_tile(ds_view v, const int *len, Op op)
+bn_reduce_tile(ds_view v, const int *len, int split, long per, double *part, Op op)
 {
-    __shared__ double part[2][TILE_R][TILE_C];
+    __shared__ double acc[2][TILE_R][TILE_C];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int ch = blockIdx.x * TILE_C + tx;
+    const int tile = (int)(blockIdx.x / (unsigned)split), sl = (int)(blockIdx.x % (unsigned)split);
+    const int ch = tile * TILE_C + tx;
     const bool live = ch < v.c;
     const typename Op::param_t pr = op.param(live ? ch : 0);
-    bn_tile_sum<Op> acc{v, len, op, pr, (long)ch * v.sc, 0, 0};
+    const long total = (long)v.n * v.p, r0 = (long)sl * per;
+    bn_tile_sum<Op> f{v, len, op, pr, (long)ch * v.sc, 0, 0};
     if (live)
-        bn_rows(v, ty, TILE_R, acc);
-    part[0][ty][tx] = acc.s1;
-    part[1][ty][tx] = acc.s2;
+        bn_rows(v, r0 + ty, TILE_R, r0 + per < total ? r0 + per : total, f);
+    acc[0][ty][tx] = f.s1;
+    acc[1][ty][tx] = f.s2;
     __syncthreads();
-    for (int s = TILE_R / 2; s > 0; s /= 2) {
-        if (ty < s) {
-            part[0][ty][tx] += part[0][ty + s][tx];
-            part[1][ty][tx] += part[1][ty + s][tx];
+    for (int h = TILE_R / 2; h > 0; h /= 2) {
+        if (ty < h) {
+            acc[0][ty][tx] += acc[0][ty + h][tx];
+            acc[1][ty][tx] += acc[1][ty + h][tx];
         }
         __syncthreads();
     }
     if (ty == 0 && live)
-        op.done(pr, ch, part[0][0][tx], part[1][0][tx]);
+        bn_block_out(op, pr, ch, sl, split, part, acc[0][0][tx], acc[1][0][tx]);
+}
+
+/* Reduction pass 2: grid (c), one warp a channel; its lanes add the
+ * channel's split partials part [c][split][BN_SLOTS] in a fixed order and
+ * tree, then op.done. */
+template <class Op> static __global__ void __launch_bounds__(32)
+bn_reduce_sum(int split, const double *part, Op op)
+{
+    const int ch = blockIdx.x, lane = threadIdx.x;
+    double s1 = 0, s2 = 0;
+    for (int k = lane; k < split; k += 32) {
+        const double *q = part + ((size_t)ch * split + k) * BN_SLOTS;
+        s1 += q[0];
+        s2 += q[1];
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    if (lane == 0)
+        op.done(op.param(ch), ch, s1, s2);
 }
 
 /* Elementwise pass, channel blocks: grid (c, chunks), block CB_MAP; the
@@ -187,7 +245,8 @@ bn_map_tile(ds_view v, const int *len, Op op)
         return;
     const typename Op::param_t pr = op.param(ch);
     bn_tile_set<Op> f{v, len, op, pr, (long)ch * v.sc};
-    bn_rows(v, (long)blockIdx.y * TILE_R + threadIdx.y, (long)gridDim.y * TILE_R, f);
+    bn_rows(v, (long)blockIdx.y * TILE_R + threadIdx.y, (long)gridDim.y * TILE_R,
+            (long)v.n * v.p, f);
 }
 
 /* Channel tiles across the channels. */
@@ -206,17 +265,36 @@ static unsigned bn_chunks(const ds_ctx *ctx, int per_sm, long across, long need)
     return want < 1 ? 1u : (unsigned)want;
 }
 
-/* Runs reduction op over view v: one block per channel (tile). */
+/* Runs reduction op over view v: split blocks per channel (tile), by
+ * ds_reduce_split_of over the n * p rows (padding included, so the split
+ * depends on the shape alone), each writing BN_SLOTS partials per channel;
+ * then, split > 1, the pass that adds them. */
 template <class Op>
 static ds_status bn_reduce(ds_ctx *ctx, const ds_view *v, const int *len, const Op &op)
 {
     if (v->c <= 0)
         return DS_OK;
-    if (bn_tiled(v))
-        bn_reduce_tile<Op><<<bn_tiles(v), dim3(TILE_C, TILE_R), 0, ctx->stream>>>(*v, len, op);
+    const bool tiled = bn_tiled(v);
+    const long groups = tiled ? (long)bn_tiles(v) : v->c;
+    const long rows = v->n > 0 && v->p > 0 ? (long)v->n * v->p : 0;
+    const ds_reduce_split sp =
+        tiled ? ds_reduce_split_of(groups, rows, ctx->sms, DS_CUDA_PARTIALS, BN_SLOTS * TILE_C,
+                                   BN_MIN_ELEMS / TILE_C)
+              : ds_reduce_split_of(groups, rows, ctx->sms, DS_CUDA_PARTIALS, BN_SLOTS,
+                                   BN_MIN_ELEMS);
+    const unsigned blocks = (unsigned)(groups * sp.split);
+    if (tiled)
+        bn_reduce_tile<Op><<<blocks, dim3(TILE_C, TILE_R), 0, ctx->stream>>>(
+            *v, len, (int)sp.split, sp.per, ctx->partials, op);
     else
-        bn_reduce_cb<Op><<<(unsigned)v->c, CB_REDUCE, 0, ctx->stream>>>(*v, len, op);
+        bn_reduce_cb<Op><<<blocks, CB_REDUCE, 0, ctx->stream>>>(*v, len, (int)sp.split, sp.per,
+                                                               ctx->partials, op);
     DS_LAUNCHED();
+    if (sp.split > 1) {
+        bn_reduce_sum<Op><<<(unsigned)v->c, 32, 0, ctx->stream>>>((int)sp.split, ctx->partials,
+                                                                  op);
+        DS_LAUNCHED();
+    }
     return DS_OK;
 }
 
@@ -435,7 +513,11 @@ ds_status cuda_bn_bwd_moments(ds_ctx *ctx, const ds_view *v, const int *len, con
 
 /* Training-mode backward: dx += k * (n*dy - sum dy - xhat * sum dy*xhat)
  * with k = gamma * invstd / count, all in M as the CPU; dgamma += sum
- * dy*xhat and dbeta += sum dy over this call's own positions. */
+ * dy*xhat and dbeta += sum dy over this call's own positions. The dx write
+ * rides in the reduction that sums them (its pass 1, every element once),
+ * so the backward is the two reductions and no elementwise pass; dgamma and
+ * dbeta cannot come from bn_bwd_moments' sums, which are taken in another
+ * order of rounding and may have been summed over ranks since. */
 template <typename M> struct bn_bwd_train_k {
     M mean, inv, k, n, sdy, sdyx;
 };

@@ -16,10 +16,12 @@
  * 1). Without an epilogue algorithm the bias is added by add_bias_rows to
  * the already rounded product: a second rounding (the float and double
  * tables do the same with their own types). The bias gradient sums in
- * double and rounds once. */
+ * double and rounds once; its rows are split over several blocks
+ * (reduce_split.h) when the columns are too few to fill the device. */
 #include <cstdint>
 
 #include "ops_cuda.h"
+#include "reduce_split.h"
 
 namespace {
 
@@ -155,29 +157,57 @@ __global__ void add_bias_rows(size_t m, int o, const T *__restrict__ b, bool ass
 }
 
 /* Column sums of the bias gradient: a block of DB_COLS columns x DB_LANES row
- * lanes; lane r sums rows r, r+DB_LANES, ... in double, then the lanes are
- * added in a fixed tree, so the result does not depend on timing. */
-constexpr int DB_COLS = 32, DB_LANES = 16;
+ * lanes over a slice of the rows; lane r sums the slice's rows r,
+ * r+DB_LANES, ... in double, then the lanes are added in a fixed tree, and
+ * the slices of a column in a fixed order, so the result does not depend on
+ * timing. DB_MIN_ROWS: fewest rows a block is given when the rows are split
+ * (4096 elements of a full tile). */
+constexpr int DB_COLS = 32, DB_LANES = 16, DB_MIN_ROWS = 4096 / DB_COLS;
 
-/* dy [m][o] -> db [o] += sum over rows of dy. */
+/* Pass 1: dy [m][o]; block b = tile * split + s sums columns [tile *
+ * DB_COLS, + DB_COLS) over rows [s * per, (s + 1) * per). split 1: db [o]
+ * += the sums; else part [o][split] at (col, s) = the sums. */
 template <typename T>
-__global__ void bias_grad(int m, int o, const T *__restrict__ dy, T *__restrict__ db)
+__global__ void bias_grad(int m, int o, int split, long per, const T *__restrict__ dy,
+                          double *__restrict__ part, T *__restrict__ db)
 {
-    __shared__ double part[DB_LANES][DB_COLS + 1];
-    const int col = blockIdx.x * DB_COLS + threadIdx.x;
+    __shared__ double acc[DB_LANES][DB_COLS + 1];
+    const int tile = (int)(blockIdx.x / (unsigned)split), sl = (int)(blockIdx.x % (unsigned)split);
+    const int col = tile * DB_COLS + threadIdx.x;
+    const long r0 = (long)sl * per, r1 = r0 + per < m ? r0 + per : m;
     double s = 0;
     if (col < o)
-        for (int r = threadIdx.y; r < m; r += DB_LANES)
+        for (long r = r0 + threadIdx.y; r < r1; r += DB_LANES)
             s += (double)ds_wide(dy[(size_t)r * o + col]);
-    part[threadIdx.y][threadIdx.x] = s;
+    acc[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     for (int half = DB_LANES / 2; half > 0; half /= 2) {
         if ((int)threadIdx.y < half)
-            part[threadIdx.y][threadIdx.x] += part[threadIdx.y + half][threadIdx.x];
+            acc[threadIdx.y][threadIdx.x] += acc[threadIdx.y + half][threadIdx.x];
         __syncthreads();
     }
-    if (threadIdx.y == 0 && col < o)
-        db[col] = ds_round<T>((double)ds_wide(db[col]) + part[0][threadIdx.x]);
+    if (threadIdx.y == 0 && col < o) {
+        if (split == 1)
+            db[col] = ds_round<T>((double)ds_wide(db[col]) + acc[0][threadIdx.x]);
+        else
+            part[(size_t)col * split + sl] = acc[0][threadIdx.x];
+    }
+}
+
+/* Pass 2: grid (o), one warp a column; db [o] += the column's split
+ * partials part [o][split], added in a fixed order and tree. */
+template <typename T>
+__global__ void __launch_bounds__(32)
+bias_grad_sum(int split, const double *__restrict__ part, T *__restrict__ db)
+{
+    const int col = blockIdx.x;
+    double s = 0;
+    for (int k = threadIdx.x; k < split; k += 32)
+        s += part[(size_t)col * split + k];
+    for (int d = 16; d > 0; d >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, d);
+    if (threadIdx.x == 0)
+        db[col] = ds_round<T>((double)ds_wide(db[col]) + s);
 }
 
 }   // namespace
@@ -231,10 +261,18 @@ ds_status cuda_linear_bwd(ds_ctx *ctx, int m, int k, int o, const void *x, const
                           &unused));
     }
     if (db) {
-        dim3 block(DB_COLS, DB_LANES);
-        bias_grad<T><<<(o + DB_COLS - 1) / DB_COLS, block, 0, ctx->stream>>>(
-            m, o, (const T *)dy, (T *)db);
+        /* a block writes a partial per live column: o of them when one tile */
+        const long tiles = (o + DB_COLS - 1) / DB_COLS, slots = o < DB_COLS ? o : DB_COLS;
+        const ds_reduce_split sp =
+            ds_reduce_split_of(tiles, m, ctx->sms, DS_CUDA_PARTIALS, slots, DB_MIN_ROWS);
+        bias_grad<T><<<(unsigned)(tiles * sp.split), dim3(DB_COLS, DB_LANES), 0, ctx->stream>>>(
+            m, o, (int)sp.split, sp.per, (const T *)dy, ctx->partials, (T *)db);
         DS_LAUNCHED();
+        if (sp.split > 1) {
+            bias_grad_sum<T><<<(unsigned)o, 32, 0, ctx->stream>>>((int)sp.split, ctx->partials,
+                                                                (T *)db);
+            DS_LAUNCHED();
+        }
     }
     return DS_OK;
 }
