@@ -2,6 +2,7 @@
 #include "nccl_comm.h"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,35 @@ static const char *last_error(const ds_nccl *n)
 /* Set once the job is ending: the communicator may be aborted under us. */
 static atomic_int ending;
 
+/* The communicators open in this process, so that ending the job aborts
+ * all of them: a peer blocked in a collective of any of them must be
+ * released, whichever one failed. Held only to add or remove an entry. */
+#define OPEN_MAX 8
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t open_comms[OPEN_MAX];
+
+static ds_status remember(ncclComm_t comm)
+{
+    pthread_mutex_lock(&open_mu);
+    int k = 0;
+    while (k < OPEN_MAX && open_comms[k])
+        k++;
+    if (k < OPEN_MAX)
+        open_comms[k] = comm;
+    pthread_mutex_unlock(&open_mu);
+    return k < OPEN_MAX ? DS_OK
+                        : DS_FAIL(DS_ERR_ARG, "more than %d NCCL communicators open at once", OPEN_MAX);
+}
+
+static void forget(ncclComm_t comm)
+{
+    pthread_mutex_lock(&open_mu);
+    for (int k = 0; k < OPEN_MAX; k++)
+        if (open_comms[k] == comm)
+            open_comms[k] = NULL;
+    pthread_mutex_unlock(&open_mu);
+}
+
 void ds_nccl_guard(void)
 {
     if (atomic_load(&ending))
@@ -51,8 +81,14 @@ void ds_nccl_fatal(ds_nccl *n, const char *fmt, ...)
     fprintf(stderr, "dstrain: %s; aborting the NCCL communicator and ending the job\n", why);
     fflush(stderr);
     alarm(ABORT_GRACE_S);   /* should either call hang, SIGALRM ends this process */
-    if (n && n->comm)
-        (void)ncclCommAbort(n->comm);
+    ncclComm_t failed = n ? n->comm : NULL;
+    if (failed)
+        (void)ncclCommAbort(failed);
+    pthread_mutex_lock(&open_mu);
+    for (int k = 0; k < OPEN_MAX; k++)   /* the others: their kernels may wait on a peer too */
+        if (open_comms[k] && open_comms[k] != failed)
+            (void)ncclCommAbort(open_comms[k]);
+    pthread_mutex_unlock(&open_mu);
     MPI_Abort(MPI_COMM_WORLD, 3);
     _exit(3);
 }
@@ -157,6 +193,11 @@ static ds_status share_unique_id(ds_world *w, ncclUniqueId *id)
 
 ds_status ds_nccl_open(ds_world *w, int device, ds_nccl *n)
 {
+    return ds_nccl_open_as(w, device, NULL, 0, n);
+}
+
+ds_status ds_nccl_open_as(ds_world *w, int device, const char *name, int max_ctas, ds_nccl *n)
+{
     *n = (ds_nccl){.world = w, .device = device};
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
@@ -166,12 +207,21 @@ ds_status ds_nccl_open(ds_world *w, int device, ds_nccl *n)
     DS_TRY(share_unique_id(w, &id));
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;   /* the host polls, so that the timeout bounds every wait */
+    if (name)
+        cfg.commName = name;
+    if (max_ctas > 0) {
+        cfg.minCTAs = 1;
+        cfg.maxCTAs = max_ctas;
+    }
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclCommInitRankConfig(&comm, w->size, id, w->rank, &cfg);
     n->comm = comm;
-    char what[96];
-    snprintf(what, sizeof what, "setting up NCCL for %d ranks on device %d", w->size, device);
-    ds_status st = ds_nccl_settle(n, r, "ncclCommInitRankConfig", what, __FILE__, __LINE__);
+    char what[128];
+    snprintf(what, sizeof what, "setting up NCCL for %d ranks on device %d%s%s%s", w->size, device,
+             name ? " (communicator " : "", name ? name : "", name ? ")" : "");
+    ds_status st = comm ? remember(comm) : DS_OK;
+    if (st == DS_OK)
+        st = ds_nccl_settle(n, r, "ncclCommInitRankConfig", what, __FILE__, __LINE__);
     if (st != DS_OK)
         ds_nccl_close(n);
     return st;
@@ -181,6 +231,7 @@ void ds_nccl_close(ds_nccl *n)
 {
     if (!n->comm)
         return;
+    forget(n->comm);
     (void)cudaSetDevice(n->device);
     ncclResult_t r = ncclSuccess;
     if (ncclCommGetAsyncError(n->comm, &r) == ncclSuccess && r == ncclSuccess) {

@@ -14,7 +14,9 @@
  * what it was for, file and line, and NCCL's own last message. When a wait
  * runs out, or an operation fails where the other ranks are left waiting,
  * ds_nccl_fatal prints which rank waited in which operation, calls
- * ncclCommAbort and MPI_Abort: the job ends, it never hangs. */
+ * ncclCommAbort on every communicator this process has open (the NCCL
+ * transport has two: gradient buckets, and BatchNorm's sums) and MPI_Abort:
+ * the job ends, it never hangs. */
 #ifndef DS_NCCL_COMM_H
 #define DS_NCCL_COMM_H
 
@@ -31,6 +33,10 @@ typedef struct {
 
 /* n->comm on device for every rank of w. Collective over w. */
 ds_status ds_nccl_open(ds_world *w, int device, ds_nccl *n);
+/* The same for a communicator of one use: name is NCCL's commName (in its
+ * logs; a literal), max_ctas caps the thread blocks (channels) one of its
+ * collectives takes on the GPU (0: NCCL's choice). Every rank passes the same. */
+ds_status ds_nccl_open_as(ds_world *w, int device, const char *name, int max_ctas, ds_nccl *n);
 /* ncclCommFinalize (bounded by the timeout) and ncclCommDestroy; ncclCommAbort
  * when the communicator has failed or does not finish. Safe twice. */
 void ds_nccl_close(ds_nccl *n);
@@ -49,8 +55,9 @@ void ds_nccl_guard(void);
 int ds_nccl_async_error(ds_nccl *n, char *msg, size_t size);
 
 /* Prints "dstrain: " why "; aborting the NCCL communicator and ending the
- * job", then ncclCommAbort and MPI_Abort. Any thread; the first caller
- * ends the job, a second one waits for it. */
+ * job", then ncclCommAbort of n's communicator and of every other one open
+ * in this process, and MPI_Abort. Any thread; the first caller ends the
+ * job, a second one waits for it. */
 void ds_nccl_fatal(ds_nccl *n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 

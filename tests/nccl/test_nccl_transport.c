@@ -17,27 +17,44 @@
  *   - guard elements untouched;
  *   - the NCCL transport's step makes no blocking read (backend counters);
  *   - its timing reports every bucket, and from the second step on the
- *     device times of an earlier step (reduce_ms > 0 with 2 ranks or more).
+ *     device times of an earlier step (reduce_ms > 0 with 2 ranks or more)
+ *     and its one sum between begin and finish;
+ *   - overlap (NCCL only): a BatchNorm sum does not queue behind a gradient
+ *     bucket in flight. Bucket 0 is handed with a ready event recorded on a
+ *     side stream behind a host function that sleeps DELAY_MS on the last
+ *     rank, so its allreduce cannot finish on any rank before then; the sum
+ *     queued after it must be on the compute stream within QUICK_MS (a
+ *     sum behind the bucket takes DELAY_MS), the sleep still running;
+ *     then the step finishes and every sum is exact, and the step's timing
+ *     (read one step later) counts the sum and, on the other ranks, bucket
+ *     0 in flight beside it. At 1 rank the ordering half is checked.
  * With --stall (2 ranks or more): after two steps the last rank stops
  * taking part (it sleeps, its communicator alive), and the others wait on
  * the GPU: the transport's watch must end the job within --timeout 5,
  * naming the rank, the bucket and the operation (tests/nccl/test_nccl_timeout.sh
- * checks the message and the time).
+ * checks the message and the time). The stalled step queues buckets only,
+ * so that one watch alone can fire; --stall-sum stalls in a BatchNorm sum
+ * alone instead, which the sums' own watch must end the same way.
  *
- * usage: mpiexec -np N test_nccl_transport [--stall]
+ * usage: mpiexec -np N test_nccl_transport [--stall | --stall-sum]
  * Prints "skipped: ..." and exits 77 without a CUDA device or NCCL, or when
  * this node has fewer GPUs than ranks. */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "reduce.h"
 #include "testutil.h"
+#include "transport.h"
 #include "world.h"
 
 enum { N = 300007, BUCKET = 36000, C2 = 2 * 96, GUARD = 64, STEPS = 4 };
+enum { DELAY_MS = 400, QUICK_MS = 200 };   /* the overlap case */
+enum { STALL_BUCKETS = 1, STALL_SUM = 2 };
 #define SENTINEL (-7.0)
 
 typedef struct {
@@ -101,13 +118,18 @@ static ds_status one_step(run *r, ds_reducer *red, int s, int nccl, unsigned cha
         for (;;)
             pause();
     }
+    void *m = ds_elem(r->mom, r->dt, GUARD);
+    if (stall == STALL_SUM) {   /* the others wait in the sum alone */
+        DS_TRY(ds_reducer_sum(red, m, C2, r->dt, "BatchNorm moments"));
+        return be->to_host(r->ctx, r->dt, GUARD * 2 + C2, r->mom, out_mom);
+    }
     ds_backend_counters c0, c1;
     be->counters(r->ctx, &c0);
-    void *m = ds_elem(r->mom, r->dt, GUARD);
     ds_reduce_timing t = {0};
     DS_TRY(ds_reducer_begin(red));
     DS_TRY(ds_reducer_ready(red, N - N / 4));
-    DS_TRY(ds_reducer_sum(red, m, C2, r->dt, "BatchNorm moments"));
+    if (!stall)   /* a stalled step waits in buckets alone: one watch can fire */
+        DS_TRY(ds_reducer_sum(red, m, C2, r->dt, "BatchNorm moments"));
     DS_TRY(ds_reducer_ready(red, N / 3));
     DS_TRY(ds_reducer_finish(red, &t));
     be->counters(r->ctx, &c1);
@@ -120,6 +142,11 @@ static ds_status one_step(run *r, ds_reducer *red, int s, int nccl, unsigned cha
                 (s == 0 || r->w->size == 1 || t.reduce_ms > 0),
                 "step %d: device times of an earlier step: reduce %g, hidden %g, wait %g, "
                 "backward %g ms", s, t.reduce_ms, t.hidden_ms, t.wait_ms, t.backward_ms);
+        /* the step read had one sum between begin and finish (none read at step 0) */
+        T_CHECK(t.sums == (s > 0) && t.sum_ms >= 0 && t.buckets_beside_sums >= 0 &&
+                t.buckets_beside_sums <= t.buckets,
+                "step %d: timing of an earlier step: %d sums, %g ms, %d buckets beside them", s,
+                t.sums, t.sum_ms, t.buckets_beside_sums);
     }
     DS_TRY(be->to_host(r->ctx, r->dt, GUARD * 2 + N, r->grads, out));
     return be->to_host(r->ctx, r->dt, GUARD * 2 + C2, r->mom, out_mom);
@@ -147,7 +174,7 @@ static int run_transport(run *r, ds_reduce_kind kind, int stall)
         return 0;
     T_CHECK(ds_reducer_buckets(red) == (N + BUCKET - 1) / BUCKET, "%d buckets", ds_reducer_buckets(red));
     for (int s = 0; s < STEPS && st == DS_OK; s++) {
-        st = one_step(r, red, s, k, r->out[k][s], r->out_mom[k][s], stall && k && s == 2);
+        st = one_step(r, red, s, k, r->out[k][s], r->out_mom[k][s], k && s == 2 ? stall : 0);
         T_CHECK(st == DS_OK, "%s step %d: %s", k ? "nccl" : "mpi", s, ds_last_error());
     }
     ds_reducer_destroy(red);
@@ -232,6 +259,166 @@ static void free_run(run *r)
         }
 }
 
+/* ---- overlap: a BatchNorm sum beside a gradient bucket in flight ---- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* On the side stream: holds back what is queued after it there. */
+static void CUDART_CB hold_back(void *arg)
+{
+    (void)arg;
+    usleep(DELAY_MS * 1000);
+}
+
+typedef struct {
+    ds_world *w;
+    const ds_backend *be;
+    ds_ctx *ctx, *side;            /* compute; the side stream bucket 0's event is on */
+    ds_event *ready0, *ready;      /* side: bucket 0; compute: the other buckets */
+    ds_transport *t;
+    void *grads, *mom;             /* backend [N], [C2] F64 */
+    double *in, *in_mom;           /* host [N], [C2] */
+} overlap;
+
+/* Inputs of step s: small integers, so that every sum is exact. */
+static double ov_grad(int rank, size_t i, int s)
+{
+    return (double)((rank + 1) * (int)(i % 61 + 1) * (s + 1));
+}
+
+static double ov_mom(int rank, size_t i, int s)
+{
+    return (double)((rank + 1) * (int)(i + 1) * (s + 2));
+}
+
+/* Step s through the transport; with delay, bucket 0 is held back on the
+ * last rank and the sum must not wait for it. timing: as finish gives it. */
+static ds_status overlap_step(overlap *o, int s, int delay, ds_reduce_timing *timing)
+{
+    const ds_backend *be = o->be;
+    const int rank = o->w->rank, last = o->w->size - 1;
+    const int nb = (N + BUCKET - 1) / BUCKET;
+    for (size_t i = 0; i < N; i++)
+        o->in[i] = ov_grad(rank, i, s);
+    for (size_t i = 0; i < C2; i++)
+        o->in_mom[i] = ov_mom(rank, i, s);
+    DS_TRY(be->from_host(o->ctx, DS_F64, N, o->in, o->grads));
+    DS_TRY(be->from_host(o->ctx, DS_F64, C2, o->in_mom, o->mom));
+    DS_TRY(be->sync(o->ctx));
+    cudaStream_t side = (cudaStream_t)be->native_queue(o->side);
+    DS_TRY(o->t->ops->begin(o->t));
+    if (delay && rank == last) {
+        cudaError_t e = cudaLaunchHostFunc(side, hold_back, NULL);
+        if (e != cudaSuccess)
+            return DS_FAIL(DS_ERR_BACKEND, "cudaLaunchHostFunc on the side stream: %s",
+                           cudaGetErrorString(e));
+    }
+    DS_TRY(be->event_record(o->side, o->ready0));
+    DS_TRY(o->t->ops->bucket_ready(o->t, 0, N - BUCKET, N, o->ready0));   /* as reduce.c: last first */
+    DS_TRY(o->t->ops->sum_now(o->t, o->mom, C2, DS_F64, "BatchNorm moments"));
+    if (delay) {
+        const double t0 = now_ms();
+        DS_TRY(be->sync(o->ctx));
+        const double took = now_ms() - t0;
+        T_CHECK(took < QUICK_MS, "rank %d: the sum reached the compute stream after %.0f ms, with "
+                "gradient bucket 0 held back %d ms on rank %d: it waited behind the bucket",
+                rank, took, DELAY_MS, last);
+        if (rank == last) {   /* the bucket had not even started: its event is behind the sleep */
+            cudaError_t q = cudaStreamQuery(side);
+            T_CHECK(q == cudaErrorNotReady, "rank %d: bucket 0's side stream was %s %.0f ms after "
+                    "it was held back %d ms", rank, q == cudaSuccess ? "done" : cudaGetErrorString(q),
+                    took, DELAY_MS);
+            if (q != cudaSuccess && q != cudaErrorNotReady)
+                return DS_FAIL(DS_ERR_BACKEND, "cudaStreamQuery(side): %s", cudaGetErrorString(q));
+        }
+    }
+    DS_TRY(be->event_record(o->ctx, o->ready));
+    for (int k = 1; k < nb; k++) {
+        const size_t hi = N - (size_t)k * BUCKET, lo = hi > BUCKET ? hi - BUCKET : 0;
+        DS_TRY(o->t->ops->bucket_ready(o->t, k, lo, hi, o->ready));
+    }
+    DS_TRY(o->t->ops->finish(o->t, nb, timing));
+    /* read on the compute context: after the buckets (the transport's wait) */
+    DS_TRY(be->to_host(o->ctx, DS_F64, N, o->grads, o->in));
+    DS_TRY(be->to_host(o->ctx, DS_F64, C2, o->mom, o->in_mom));
+    const double tri = o->w->size * (o->w->size + 1) / 2.0;
+    long bad = 0, bad_mom = 0;
+    for (size_t i = 0; i < N; i++)
+        bad += o->in[i] != tri * ov_grad(0, i, s);
+    for (size_t i = 0; i < C2; i++)
+        bad_mom += o->in_mom[i] != tri * ov_mom(0, i, s);
+    T_CHECK(bad == 0 && bad_mom == 0, "overlap step %d%s: %ld gradients and %ld moments not the "
+            "exact sum", s, delay ? " (bucket 0 held back)" : "", bad, bad_mom);
+    return DS_OK;
+}
+
+/* Step 0 connects both communicators, step 1 holds bucket 0 back, step 2
+ * reads step 1's timing. */
+static ds_status overlap_steps(overlap *o)
+{
+    ds_reduce_timing t[3] = {{0}};
+    for (int s = 0; s < 3; s++)
+        DS_TRY(overlap_step(o, s, s == 1, &t[s]));
+    const ds_reduce_timing *r = &t[2];   /* step 1's device times */
+    T_CHECK(r->sums == 1 && r->sum_ms >= 0 && (o->w->size == 1 || r->sum_ms > 0),
+            "rank %d: timing of the held-back step: %d sums in %g ms (1 sum expected)",
+            o->w->rank, r->sums, r->sum_ms);
+    if (o->w->rank != o->w->size - 1)   /* here bucket 0 ran, waiting, while the sum ran */
+        T_CHECK(r->buckets_beside_sums >= 1,
+                "rank %d: timing of the held-back step: %d buckets beside the sum (bucket 0 was in "
+                "flight while it ran)", o->w->rank, r->buckets_beside_sums);
+    printf("rank %d: held-back step: sum %.3f ms beside %d bucket(s); reduce %.3f ms, hidden "
+           "%.3f ms, %d of %d started early\n", o->w->rank, r->sum_ms, r->buckets_beside_sums,
+           r->reduce_ms, r->hidden_ms, r->started_early, t[1].buckets);
+    return DS_OK;
+}
+
+static void overlap_case(ds_world *w, const ds_backend *be, ds_ctx *ctx)
+{
+    const int device = w->device < 0 ? 0 : w->device;
+    overlap o = {.w = w, .be = be, .ctx = ctx};
+    ds_status st = be->ctx_create(device, NULL, &o.side);
+    if (st == DS_OK)
+        st = be->event_create(o.side, &o.ready0);
+    if (st == DS_OK)
+        st = be->event_create(ctx, &o.ready);
+    if (st == DS_OK)
+        st = be->alloc(ctx, DS_F64, N, &o.grads);
+    if (st == DS_OK)
+        st = be->alloc(ctx, DS_F64, C2, &o.mom);
+    o.in = malloc(N * sizeof *o.in);
+    o.in_mom = malloc(C2 * sizeof *o.in_mom);
+    if (st == DS_OK && (!o.in || !o.in_mom))
+        st = DS_FAIL(DS_ERR_MEM, "host buffers");
+    const ds_transport_cfg tc = {.world = w, .be = be, .ctx = ctx, .device = device, .dt = DS_F64,
+                                 .grads = o.grads, .n = N, .bucket_elems = BUCKET,
+                                 .sum_capacity = C2, .wire = DS_F64};
+    if (st == DS_OK)
+        st = ds_transport_nccl_create(&tc, &o.t);
+    if (st == DS_OK)
+        st = overlap_steps(&o);
+    T_CHECK(st == DS_OK, "overlap case: %s", ds_last_error());
+    if (o.t)
+        o.t->ops->destroy(o.t);
+    free(o.in);
+    free(o.in_mom);
+    if (o.grads)
+        be->release(ctx, o.grads);
+    if (o.mom)
+        be->release(ctx, o.mom);
+    if (o.ready)
+        be->event_destroy(ctx, o.ready);
+    if (o.ready0)
+        be->event_destroy(o.side, o.ready0);
+    if (o.side)
+        be->ctx_destroy(o.side);
+}
+
 static void skip(ds_world *w, const char *why)
 {
     if (w->rank == 0)
@@ -243,7 +430,12 @@ static void skip(ds_world *w, const char *why)
 
 int main(int argc, char **argv)
 {
-    const int stall = argc > 1 && !strcmp(argv[1], "--stall");
+    const int stall = argc < 2 ? 0 : !strcmp(argv[1], "--stall") ? STALL_BUCKETS
+                                   : !strcmp(argv[1], "--stall-sum") ? STALL_SUM : -1;
+    if (stall < 0) {
+        fprintf(stderr, "usage: test_nccl_transport [--stall | --stall-sum]\n");
+        return 2;
+    }
     const ds_backend *be = ds_backend_get("cuda");
     const int gpus = be ? be->device_count() : 0;
     ds_world w;
@@ -264,7 +456,7 @@ int main(int argc, char **argv)
         skip(&w, why);
     }
     if (stall && w.size < 2)
-        skip(&w, "--stall needs 2 ranks or more");
+        skip(&w, "--stall and --stall-sum need 2 ranks or more");
     ds_ctx *ctx = NULL;
     T_OK(be->ctx_create(w.device < 0 ? 0 : w.device, NULL, &ctx));
     const ds_dtype types[] = {DS_F32, DS_F64};
@@ -282,12 +474,14 @@ int main(int argc, char **argv)
                 compare(&r);
             free_run(&r);
         }
+    if (!stall)
+        overlap_case(&w, be, ctx);
     be->ctx_destroy(ctx);
     int failed = t_failures, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, w.comm);
     if (w.rank == 0)
         printf("test_nccl_transport (%d rank%s%s): ", w.size, w.size > 1 ? "s" : "",
-               stall ? ", --stall" : "");
+               stall == STALL_SUM ? ", --stall-sum" : stall ? ", --stall" : "");
     int rc = w.rank == 0 ? t_finish("") : 0;
     ds_world_finalize(&w);
     return any ? 1 : rc;
