@@ -48,6 +48,7 @@
 #include <cstring>
 
 #include "ops_cuda.h"
+#include "reduce_split.h"
 
 /* ---------------------------------------------------------------- cache -- */
 
@@ -712,18 +713,15 @@ template <typename T> __global__ void conv_bias_pass2(const double *part, int sp
 }
 
 /* db [co] += sum of dy [n][co][ho][wo] over n, ho, wo, in double. The split
- * depends only on the shape and the device, so the order is fixed run to run. */
+ * (reduce_split.h, the backend's one rule) depends only on the shape and the
+ * device, so the order is fixed run to run. */
 template <typename T>
 static ds_status conv_bias_grad(ds_ctx *ctx, const ds_conv_geom *g, const T *dy, T *db)
 {
     const long npos = (long)g->ho * g->wo, total = (long)g->n * npos;
-    long split = ((long)ctx->sms * 4 + g->co - 1) / g->co;   /* ~4 blocks per SM in all */
-    const long useful = (total + 4095) / 4096;                /* >= 4096 elements a block */
-    split = split < useful ? split : useful;
-    split = split < DS_CUDA_PARTIALS / g->co ? split : DS_CUDA_PARTIALS / g->co;
-    if (split < 1)
-        split = 1;
-    const long per = (total + split - 1) / split;
+    /* one partial per block; at least 4096 elements a block */
+    const ds_reduce_split sp = ds_reduce_split_of(g->co, total, ctx->sms, DS_CUDA_PARTIALS, 1, 4096);
+    const long split = sp.split, per = sp.per;
     conv_bias_pass1<T><<<(unsigned)(g->co * split), DS_CUDA_BLOCK, 0, ctx->stream>>>(
         dy, g->n, g->co, npos, (int)split, per, ctx->partials, db);
     DS_LAUNCHED();

@@ -35,7 +35,8 @@ struct ds_ctx {
     cudnnHandle_t dnn;
     ds_cuda_conv_cache *conv;       /* owned by conv.cu; freed by ds_cuda_conv_cache_free */
     double *partials;               /* [DS_CUDA_PARTIALS] per-block sums of the deterministic
-                                     * two-pass reductions (sumsq); one reduction at a time */
+                                     * two-pass reductions (sumsq, BatchNorm moments, bias
+                                     * gradients; split by reduce_split.h); one at a time */
     ds_cuda_uploads *uploads;       /* owned by upload_ring.cu */
     /* --profile layers (range_timing.cu): the shared slot bookkeeping and a
      * pair of timing events per slot, [2*k] its start, [2*k+1] its end */

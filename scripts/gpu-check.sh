@@ -555,9 +555,20 @@ bench_figures() {
   "$py" - "$1" <<'PY' 2>/dev/null
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
-print("; ".join(f"{x.get('impl') or 'dstrain'} {x['precision']} b{x['batch']} "
-                f"{x.get('samples_per_s') or 0:.1f} utt/s ({x.get('step_ms') or 0:.0f} ms/step, {x['status']})"
-                for x in r))
+def one(x):
+    what = f"{x.get('impl') or 'dstrain'} {x['precision']} {x.get('mode', 'train')} b{x['batch']}"
+    if x["status"] != "ok":
+        return f"{what} {x['status']}: {str(x.get('error', ''))[:120]}"
+    return f"{what} {x.get('samples_per_s') or 0:.1f} utt/s ({x.get('step_ms') or 0:.0f} ms/step)"
+print("; ".join(one(x) for x in r))
+PY
+}
+# bench_ok JSON N: the file holds N results, every one with status ok
+bench_ok() {
+  "$py" - "$1" "$2" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+sys.exit(not (len(r) == int(sys.argv[2]) and all(x["status"] == "ok" for x in r)))
 PY
 }
 part_timing() {
@@ -572,7 +583,7 @@ part_timing() {
   fig=$(bench_figures "$json")
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$work/timing.log"))"
-  [ $rc -eq 0 ]
+  [ $rc -eq 0 ] && bench_ok "$json" 2
 }
 dry_part_timing() { fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16 --out $(outf ds2-timing.json)"; }
 
@@ -591,7 +602,7 @@ part_peer() {
     "$py" "$repo/bench/compare" "$(outf ds2-timing.json)" "$json" >"$work/compare.txt" 2>&1 && cat "$work/compare.txt"
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$work/peer.log"))"
-  [ $rc -eq 0 ]
+  [ $rc -eq 0 ] && bench_ok "$json" 2
 }
 dry_part_peer() { fig="would run: python3 bench/pytorch_ds2.py $TIMING_ARGS --impl eager,amp --out $(outf ds2-torch.json); bench/compare"; }
 
@@ -616,10 +627,10 @@ part_sweep() {
   cat "$bench/ds2-sweep.txt"
   "$py" "$repo/bench/plot" "$json" --out "$bench" >"$bench/plot.txt" 2>&1 || true
   pack_bench
-  fig=$(bench_figures "$json" | tr ';' '\n' | grep ' b32 ' | grep -v forward | tr '\n' ';')
+  fig=$(bench_figures "$json" | tr ';' '\n' | grep ' train b32 ' | tr '\n' ';')
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$bench/ds2-sweep.txt"))"
-  [ $rc -eq 0 ]
+  [ $rc -eq 0 ] && bench_ok "$json" 24   # 4 batches x 3 precisions x 2 modes
 }
 dry_part_sweep() { fig="would run: dstrain bench $SWEEP_ARGS --out $(outf ds2-sweep.json); bench/plot"; }
 # bench.tar.gz in $OUT: the CSV, trace, plots and texts (the tool brings back 8 files)

@@ -89,6 +89,9 @@ ds_status ds_log_step(ds_log *l, const ds_step_metrics *m)
         put_num(l->f, "reduce_ms", m->reduce_ms, 0);
         put_num(l->f, "reduce_hidden_ms", m->reduce_hidden_ms, 0);
         put_num(l->f, "reduce_wait_ms", m->reduce_wait_ms, 0);
+        fprintf(l->f, "\"bn_sums\":%d,\"buckets_beside_bn_sums\":%d,", m->bn_sums,
+                m->buckets_beside_bn_sums);
+        put_num(l->f, "bn_sum_ms", m->bn_sum_ms, 0);
     }
     put_num(l->f, "samples_per_s", m->samples_per_s, 1);
     fputs("}\n", l->f);

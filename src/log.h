@@ -27,6 +27,10 @@ typedef struct {
     double step_ms_min, step_ms_median, step_ms_max;   /* over ranks */
     int buckets, buckets_early;   /* reductions, and those started before backward ended */
     double backward_ms, reduce_ms, reduce_hidden_ms, reduce_wait_ms;
+    /* BatchNorm's sums during backward (NCCL: on their own stream), their
+     * device time, and the buckets reduced beside them: the overlap */
+    int bn_sums, buckets_beside_bn_sums;
+    double bn_sum_ms;
 } ds_step_metrics;
 
 typedef struct {

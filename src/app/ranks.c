@@ -129,6 +129,9 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
     s->reduce_ms = out->timing.reduce_ms;
     s->reduce_hidden_ms = out->timing.hidden_ms;
     s->reduce_wait_ms = out->timing.wait_ms;
+    s->bn_sums = out->timing.sums;
+    s->bn_sum_ms = out->timing.sum_ms;
+    s->buckets_beside_bn_sums = out->timing.buckets_beside_sums;
     return DS_OK;
 }
 
