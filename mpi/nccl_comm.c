@@ -34,7 +34,10 @@ static atomic_int ending;
 
 /* The communicators open in this process, so that ending the job aborts
  * all of them: a peer blocked in a collective of any of them must be
- * released, whichever one failed. Held only to add or remove an entry. */
+ * released, whichever one failed. open_mu is held to add or remove an
+ * entry, to abort them (ds_nccl_fatal), and around each look at a
+ * communicator's state from a polling thread (query), so that an abort
+ * from one watch thread never frees a communicator another is reading. */
 #define OPEN_MAX 8
 static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 static ncclComm_t open_comms[OPEN_MAX];
@@ -68,6 +71,24 @@ void ds_nccl_guard(void)
             pause();   /* another thread is ending the job */
 }
 
+/* ncclCommGetAsyncError, and on a failure NCCL's last message into msg
+ * [size] (if msg), under open_mu: ds_nccl_fatal aborts under it, after
+ * setting ending, so the communicator is still whole here, or this never
+ * returns. */
+static ncclResult_t query(const ds_nccl *n, ncclResult_t *r, char *msg, size_t size)
+{
+    pthread_mutex_lock(&open_mu);
+    if (atomic_load(&ending)) {
+        pthread_mutex_unlock(&open_mu);
+        ds_nccl_guard();
+    }
+    ncclResult_t q = ncclCommGetAsyncError(n->comm, r);
+    if (msg && (q != ncclSuccess || (*r != ncclSuccess && *r != ncclInProgress)))
+        snprintf(msg, size, "%s", last_error(n));
+    pthread_mutex_unlock(&open_mu);
+    return q;
+}
+
 void ds_nccl_fatal(ds_nccl *n, const char *fmt, ...)
 {
     if (atomic_exchange(&ending, 1))
@@ -82,9 +103,9 @@ void ds_nccl_fatal(ds_nccl *n, const char *fmt, ...)
     fflush(stderr);
     alarm(ABORT_GRACE_S);   /* should either call hang, SIGALRM ends this process */
     ncclComm_t failed = n ? n->comm : NULL;
+    pthread_mutex_lock(&open_mu);   /* no query reads one while it is aborted */
     if (failed)
         (void)ncclCommAbort(failed);
-    pthread_mutex_lock(&open_mu);
     for (int k = 0; k < OPEN_MAX; k++)   /* the others: their kernels may wait on a peer too */
         if (open_comms[k] && open_comms[k] != failed)
             (void)ncclCommAbort(open_comms[k]);
@@ -104,7 +125,7 @@ ds_status ds_nccl_settle(ds_nccl *n, ncclResult_t r, const char *call, const cha
                           "a rank has died, hangs or stopped participating",
                           n->world->rank, waited, what, call, timeout);
         usleep(POLL_US);
-        ncclResult_t q = ncclCommGetAsyncError(n->comm, &r);
+        ncclResult_t q = query(n, &r, NULL, 0);
         if (q != ncclSuccess)
             r = q;
     }
@@ -117,12 +138,13 @@ ds_status ds_nccl_settle(ds_nccl *n, ncclResult_t r, const char *call, const cha
 int ds_nccl_async_error(ds_nccl *n, char *msg, size_t size)
 {
     ncclResult_t r = ncclSuccess;
-    ncclResult_t q = ncclCommGetAsyncError(n->comm, &r);
+    char detail[512];
+    ncclResult_t q = query(n, &r, detail, sizeof detail);
     if (q != ncclSuccess)
         r = q;
     if (r == ncclSuccess || r == ncclInProgress)
         return 0;
-    snprintf(msg, size, "NCCL reports %s: %s", ncclGetErrorString(r), last_error(n));
+    snprintf(msg, size, "NCCL reports %s: %s", ncclGetErrorString(r), detail);
     return 1;
 }
 
@@ -232,6 +254,7 @@ void ds_nccl_close(ds_nccl *n)
     if (!n->comm)
         return;
     forget(n->comm);
+    ds_nccl_guard();   /* ds_nccl_fatal may have aborted it before it was forgotten */
     (void)cudaSetDevice(n->device);
     ncclResult_t r = ncclSuccess;
     if (ncclCommGetAsyncError(n->comm, &r) == ncclSuccess && r == ncclSuccess) {
