@@ -13,6 +13,7 @@ bin=${DSTRAIN:-$repo/build/dstrain}
 limit_mib=${GPU_SHIP_LIMIT_MIB:-64}
 n_train=${GPU_DATA_TRAIN:-200}
 n_dev=${GPU_DATA_DEV:-40}
+epochs=20   # gpu-check.sh reads it from mini-reference.txt: the GPU trains as long
 
 usage() {
   cat <<EOF
@@ -23,7 +24,11 @@ sox; $n_train train and $n_dev dev utterances, fewer than its default 300 and
 60 so that the bundle and the data fit one call) in $work/corpus, preps
 its train and dev splits with the default features (float16 on disk) into
 $work/features/mini-{train,dev}.h5, checks both (dstrain prep --verify),
-and packs them with a SOURCE note (how they were made) into
+trains the CPU reference the GPU run is held to (the small preset, seed 7,
+batch 8, adamw at 1e-3, $epochs epochs: the same command as gpu-check.sh's
+mini part, on --device cpu; a few minutes) and records its dev CER before
+and after in mini-reference.txt, and packs all of it with a SOURCE note
+(how they were made) into
 
   $out/mini-features.tar.xz      (about 21 MiB; 27 MiB unpacked)
 
@@ -71,9 +76,34 @@ done
   echo "dstrain: $("$bin" --version | head -1)"
   echo "git: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 } >"$features/SOURCE"
+
+# The CPU reference: the untrained model's dev CER (one step at learning
+# rate 0), then the trained one's last validation, as gpu-check.sh's mini
+# part runs them on the GPU.
+ref=$work/reference
+rm -rf "$ref"
+common=(--model small --device cpu --train "$features/mini-train.h5" --val "$features/mini-dev.h5"
+        --batch 8 --seed 7 --optimizer adamw --lr 1e-3 --print-every 0)
+echo "$prog: CPU reference: small, $epochs epochs (a few minutes)"
+"$bin" train "${common[@]}" --steps 1 --lr 0 --checkpoint-dir "$ref/untrained" >"$ref.untrained.log" 2>&1 ||
+  die "the untrained reference run failed: $(tail -2 "$ref.untrained.log")"
+before=$("$bin" eval --checkpoint "$ref/untrained/step-00000001.h5" --data "$features/mini-dev.h5" 2>/dev/null |
+         sed -nE 's/^WER ([0-9.]+) +CER ([0-9.]+).*/\2/p')
+"$bin" train "${common[@]}" --epochs "$epochs" --checkpoint-dir "$ref/trained" >"$ref.log" 2>&1 ||
+  die "the reference training failed: $(tail -2 "$ref.log")"
+after=$(grep '^validation:' "$ref.log" | tail -1 | sed -nE 's/.*CER ([0-9.]+).*/\1/p')
+[ -n "$before" ] && [ -n "$after" ] || die "no dev CER from the reference runs ($ref.log)"
+cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: *//p' | head -1)
+{
+  echo "untrained_cer $before"
+  echo "cer $after"
+  echo "epochs $epochs"
+  echo "made_on $cpu, dstrain $("$bin" --version | head -1)"
+} >"$features/mini-reference.txt"
+echo "$prog: CPU reference ($cpu): dev CER $before untrained -> $after after $epochs epochs"
 echo "$prog: packing $out/mini-features.tar.xz"
 rm -f "$out"/mini-*.h5 "$out/SOURCE"   # an older layout's loose files
-tar -C "$features" -cf - mini-train.h5 mini-dev.h5 SOURCE | xz -T0 -6 >"$out/mini-features.tar.xz.tmp"
+tar -C "$features" -cf - mini-train.h5 mini-dev.h5 mini-reference.txt SOURCE | xz -T0 -6 >"$out/mini-features.tar.xz.tmp"
 mv "$out/mini-features.tar.xz.tmp" "$out/mini-features.tar.xz"
 
 # what one device call carries: the tree as git sees it, plus the carried paths
