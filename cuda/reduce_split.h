@@ -29,8 +29,9 @@ typedef struct {
 
 /* The split of groups sums of elems elements each on a device of sms
  * multiprocessors, a block writing slots partials into a buffer of capacity
- * doubles, no block given fewer than min_per_block elements unless the
- * group has fewer. The result has split == 1 or split * groups * slots <=
+ * doubles, per >= min_per_block unless the group has fewer elements (so
+ * every slice but a group's last has at least min_per_block; the last may
+ * have fewer). The result has split == 1 or split * groups * slots <=
  * capacity; per * split >= elems and no block's slice is empty (split == 1:
  * per == elems); about DS_REDUCE_BLOCKS_PER_SM * sms blocks in all when the
  * data and the capacity allow. */

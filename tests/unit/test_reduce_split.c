@@ -3,8 +3,9 @@
  *
  * Over a sweep of shapes, devices and capacities: every element of a group
  * lies in exactly one block's slice and no slice is empty; a split's
- * partials fit the buffer; no block of a split gets fewer than the minimum
- * elements; the same inputs give the same split whatever was asked before.
+ * partials fit the buffer; a split's slice length is at least the minimum
+ * (only a group's last slice may be shorter); the same inputs give the same
+ * split whatever was asked before.
  * Then the shapes the kernels meet: 32 channels of 1M positions fill an
  * H100's 132 SMs (conv bias, BatchNorm), tiny data keeps one block per
  * group, wide sequence BatchNorm (200 tiles) stays in one pass, the
