@@ -77,7 +77,9 @@
  *    algorithm may want;
  *  - 1/CONV_WS_SHARE of the device's free memory at start-up: conv2d_work
  *    runs before the activations, parameters and recurrent reserve are
- *    allocated, and they must fit beside the work buffer;
+ *    allocated, and they must fit beside the work buffer. Not under
+ *    --deterministic: free memory differs run to run and rank to rank, and
+ *    so would the first heuristic algorithm under the cap, and the bits;
  *  - 1/CONV_WS_SHARE of ds_ctx_opts.mem_limit when set, for the same reason
  *    in a run held to a budget (bench --batch max). */
 #define CONV_WS_TENSORS 2
@@ -373,11 +375,13 @@ static ds_status conv_add_plan(ds_cuda_conv_cache *c, const conv_plan *p)
 template <typename T>
 static ds_status conv_ws_cap(const ds_ctx *ctx, const ds_conv_geom *g, size_t *cap)
 {
-    size_t free_b = 0, total_b = 0;
-    DS_CUDA(cudaMemGetInfo(&free_b, &total_b));   /* of the current device: the caller's */
     size_t c = conv_max(CONV_WS_TENSORS * conv_largest_elems(g) * sizeof(T), CONV_WS_FLOOR);
-    if (c > free_b / CONV_WS_SHARE)
-        c = free_b / CONV_WS_SHARE;
+    if (!ctx->opts.deterministic) {
+        size_t free_b = 0, total_b = 0;
+        DS_CUDA(cudaMemGetInfo(&free_b, &total_b));   /* of the current device: the caller's */
+        if (c > free_b / CONV_WS_SHARE)
+            c = free_b / CONV_WS_SHARE;
+    }
     if (ctx->opts.mem_limit && c > ctx->opts.mem_limit / CONV_WS_SHARE)
         c = ctx->opts.mem_limit / CONV_WS_SHARE;
     *cap = c;
