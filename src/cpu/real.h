@@ -54,7 +54,7 @@ static inline real act_tanh(real x) { return R_TANH(x); }
  * global resolver symbol, so the f32 and f64 units, whose static functions
  * share names, collide at link time: with clang they are built once, for
  * the baseline. */
-#if defined(__clang__)
+#if defined(__clang__) || !defined(__x86_64__)
 #define DS_CLONES
 #else
 #define DS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
