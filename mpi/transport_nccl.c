@@ -27,9 +27,9 @@
  *     work queued earlier in that same order: no cycle can form. This is
  *     also what NCCL asks of host launch order (NCCL_LAUNCH_ORDER_IMPLICIT,
  *     2.26 on: with it set, NCCL orders the two communicators' kernels by
- *     host order, which stays deadlock-free here but queues the sums
- *     behind the buckets again: it gives the overlap back, not the
- *     correctness);
+ *     host order, which stays deadlock-free here; with CUDA 12.3 on, a
+ *     sum then waits only for the launch of the bucket queued before it,
+ *     not for its end, so most of the overlap stays);
  *   - residency: a kernel spinning for its peers while the kernel those
  *     peers wait for cannot be scheduled. On a rank, at most one collective
  *     of each communicator runs at a time (each has one in-order stream):

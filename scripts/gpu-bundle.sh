@@ -447,6 +447,19 @@ EOF
   sed -i "s#@LIB_DIRS@#$(lib_dirs | tac | paste -sd ' ')#" "$bundle_new/env.sh"
 }
 
+# record_glibc: the newest GLIBC_x.y symbol version the bundle's programs and
+# libraries need, into env.sh (DSTRAIN_BUNDLE_GLIBC), so that gpu-check.sh
+# can say at once that a GPU machine's older C library cannot run them.
+record_glibc() {
+  local need
+  need=$(xargs -d '\n' readelf -V <"$work/elfs" 2>/dev/null | grep -oE 'GLIBC_[0-9]+\.[0-9]+' |
+         sed 's/GLIBC_//' | sort -uV | tail -1)
+  [ -n "$need" ] || die "no GLIBC symbol version found in the bundle's ELF files"
+  echo "DSTRAIN_BUNDLE_GLIBC=$need   # the newest C library symbol version its files need" \
+    >>"$bundle_new/env.sh"
+  log "the bundle needs glibc $need or newer"
+}
+
 # scan_elfs: the ELF files of the bundle ($work/elfs) and every library
 # they name as NEEDED ($work/needed).
 scan_elfs() {
@@ -597,6 +610,7 @@ make_bundle() {
   add_cupti
   scan_elfs
   write_env
+  record_glibc
 
   log "checking that every ELF file's libraries are in the bundle"
   check_closure || die "the bundle is not closed (above); add the packages that ship those libraries"

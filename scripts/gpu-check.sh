@@ -37,7 +37,8 @@ The GPU acceptance run. On the device tool's GPU machine (one H100 or H200,
 16 cores, 15 minutes of machine time in all, at most 10 minutes a call,
 handed back after 30 s idle), from the checkout root, two calls in order:
 
-  1. scripts/$prog --first     timeout_s 600; carry .gpu-bundle.tar.xz
+  1. DSTRAIN_GIT_REV=<git rev-parse --short HEAD, here> scripts/$prog --first
+                               timeout_s 600; carry .gpu-bundle.tar.xz
   2. scripts/$prog --second    at once after it, on the still warm machine,
                                with the time left: GPU_CHECK_BUDGET=<that
                                minus 30> scripts/$prog --second, timeout_s
@@ -73,8 +74,8 @@ there). Together with the working tree they stay under the tool's 64 MiB.
   env, libs as above; build ${CAP_SECOND_BUILD} s, incremental on the first's build-gpu
   precision ${CAP[precision]} s  ctest fp16_small_gpu (small preset, fp16 and bf16 within 5%
             of fp32 after 300 steps)
-  sweep     ${CAP[sweep]} s  dstrain bench ds2: batch 8,16,32,64 x fp32,fp16,bf16 x
-            train,forward; plots
+  sweep     ${CAP[sweep]} s  dstrain bench ds2, train: batch 16,32,64, one call per
+            precision (fp32, fp16, bf16); plots
   kernels   ${CAP[kernels]} s  ctest test_profile_backend_cuda; bench --profile kernels
             (CUPTI) at batch 32 fp16 with a trace; skipped without CUPTI
   mini      ${CAP[mini]} s  the small preset trained on the GPU on the mini corpus'
@@ -93,8 +94,8 @@ results table and the log are rewritten in \$OUT (when set; the device
 tool's folder) and in build-gpu/gpu-check/, so a call stopped at its limit
 still brings back every finished part. Files in \$OUT: the table
 gpu-check-<UTC date>-<gpu>.md, gpu-check.log, logs.tar.gz (every part's
-logs), ds2-timing.json and ds2-torch.json (first); ds2-sweep.json,
-ds2-profile.json and bench.tar.gz (second). The table is also written to
+logs), ds2-timing.json and ds2-torch.json (first); ds2-profile.json and
+bench.tar.gz (second: the sweep's JSON, CSV and plots, the trace). The table is also written to
 bench/results/ in the checkout: commit it there with the figures. Exit 1 if
 a part run now failed, else 0.
 
@@ -244,8 +245,11 @@ left() { local l=$((deadline - SECONDS)); [ $l -lt 5 ] && l=5; echo $l; }
 # tests and ranks a command started end with it.
 timed_out() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 have_build() { [ -x "$build/dstrain" ] || { fig="no build-gpu/dstrain (the build part failed or did not run)"; return 1; }; }
-# the Python that holds CUDA torch there (the image's python3), for the peer
+# the Python for the peer checks and the PyTorch timing: the first of these
+# that imports torch, numpy and h5py (part libs settles it; the image's is
+# /opt/torch/.venv/bin/python3, which PATH may not put first)
 py=$(command -v python3 || echo /usr/bin/python3)
+PY_CANDIDATES="/opt/torch/.venv/bin/python3 python3 /usr/bin/python3"
 
 # ---- the bundle and the libraries' places -------------------------------------------------
 # The bundle comes as .gpu-bundle.tar.xz (what the device tool carries). It
@@ -355,18 +359,29 @@ part_env() {
   fi
   # compute capability from torch when this nvidia-smi lacks compute_cap
   if [[ ! ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then
-    cc=$(timeout 60 "$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null)
+    cc=$(timeout -k 5 "$(left)" "$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null)
   fi
   set_info gpu "${name:-unknown}"; set_info driver "${drv:-unknown}"; set_info gpu_memory "${mem:-unknown}"
   set_info compute_capability "${cc:-unknown}"
   set_info gpus "${GPU_CHECK_GPUS:-$n}"
   if [[ ${cc:-} =~ ^[0-9]+\.[0-9]+$ ]]; then set_info arch "${cc/./}"; else set_info arch native; ok=1; fi
   set_info nvcc "$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
-  set_info cuda_driver_api "$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+  [ "${n:-0}" -gt 0 ] &&
+    set_info cuda_driver_api "$(timeout -k 5 10 nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
   set_info cmake "$(cmake --version 2>/dev/null | head -1 | awk '{ print $3 }')"
   set_info gcc "$(gcc -dumpfullversion 2>/dev/null)"
   set_info os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")"
   set_info cpus "$(nproc)"
+  # the bundle's Debian 12 libraries need a C library at least as new
+  local glibc
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
+  set_info glibc "${glibc:-unknown} (the bundle needs ${DSTRAIN_BUNDLE_GLIBC:-?})"
+  if [ -n "${DSTRAIN_BUNDLE_GLIBC:-}" ] && [ -n "$glibc" ] &&
+     [ "$(printf '%s\n' "$glibc" "$DSTRAIN_BUNDLE_GLIBC" | sort -V | head -1)" != "$DSTRAIN_BUNDLE_GLIBC" ]; then
+    echo "glibc $glibc here is older than the $DSTRAIN_BUNDLE_GLIBC the bundle's MPI, HDF5 and BLAS need:" \
+         "configure and every MPI program will fail (make the bundle on a system no newer than this one)"
+    ok=1; fig="glibc $glibc < bundle's $DSTRAIN_BUNDLE_GLIBC; "
+  fi
   record_git
   command -v nvcc >/dev/null || { echo "nvcc not found (PATH, /usr/local/cuda/bin)"; ok=1; }
   fig+="${name:-no GPU} x${n}, driver ${drv:-?}, ${mem:-?}, compute ${cc:-?}; nvcc $(get_info nvcc)"
@@ -413,7 +428,14 @@ part_libs() {
     set_info cupti "not found: built without the kernel profile (--profile kernels)"
   fi
   # the peer checks need a python with torch, numpy and h5py: the image's
-  set_info python "$py $("$py" -c 'import torch, numpy, h5py; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "numpy", numpy.__version__, "h5py", h5py.__version__)' 2>&1 | tail -1)"
+  local cand said
+  for cand in $PY_CANDIDATES; do
+    cand=$(command -v "$cand") || continue
+    said=$(timeout -k 5 "$(left)" "$cand" -c 'import torch, numpy, h5py; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "numpy", numpy.__version__, "h5py", h5py.__version__)' 2>&1 | tail -1)
+    [[ $said == torch* ]] && { py=$cand; break; }
+  done
+  printf '%s\n' "$py" >"$work/python.txt"
+  set_info python "$py ${said:-}"
   printf '%s\n' "${cmake_libs[@]}" >"$work/cmake-libs.txt"
   fig="cuDNN $(get_info cudnn); NCCL $(get_info nccl); CUPTI $(get_info cupti)"
   return $ok
@@ -551,7 +573,9 @@ dry_part_tests() {
 # ---- timing and the PyTorch peer -------------------------------------------------------------
 # Files meant to come back go to $OUT as they are made (else the work folder).
 outf() { echo "${out_dir:-$work}/$1"; }
-TIMING_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --mode train --warmup 3 --steps 10"
+# --warmup 4: both tools cycle 4 synthetic batches, so every shape (cuDNN's
+# autotuning in PyTorch) is met before the clock starts
+TIMING_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --mode train --warmup 4 --steps 10"
 # bench_figures JSON: "PREC N utt/s (M ms/step)" per result
 bench_figures() {
   "$py" - "$1" <<'PY' 2>/dev/null
@@ -592,7 +616,7 @@ dry_part_timing() { fig="would run: dstrain bench $TIMING_ARGS --precision fp32,
 part_peer() {
   local rc json
   json=$(outf ds2-torch.json)
-  "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null ||
+  timeout -k 5 "$(left)" "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null ||
     { fig="no CUDA PyTorch in $py"; return 1; }
   # shellcheck disable=SC2086
   timeout -k 10 "$(left)" "$py" "$repo/bench/pytorch_ds2.py" $TIMING_ARGS \
@@ -616,32 +640,38 @@ part_precision() {
 }
 dry_part_precision() { fig="would run: ctest fp16_small_gpu"; }
 
-SWEEP_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 8,16,32,64 --precision fp32,fp16,bf16 --mode train,forward --warmup 3 --steps 10"
+# One bench call per precision (bench writes its JSON at the end of a call,
+# and every configuration is a process of its own, a few seconds each), so
+# that a sweep cut short keeps the precisions it finished.
+SWEEP_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 16,32,64 --mode train --warmup 4 --steps 10"
 part_sweep() {
   have_build || return 1
-  local rc json bench=$work/bench
-  json=$(outf ds2-sweep.json)
+  local rc ok=0 p bench=$work/bench figs=""
   mkdir -p "$bench"
-  # shellcheck disable=SC2086
-  timeout -k 10 "$(left)" "$build/dstrain" bench $SWEEP_ARGS --out "$json" --csv "$bench/ds2-sweep.csv" \
-    >"$bench/ds2-sweep.txt" 2>&1
-  rc=$?
-  cat "$bench/ds2-sweep.txt"
-  "$py" "$repo/bench/plot" "$json" --out "$bench" >"$bench/plot.txt" 2>&1 || true
-  pack_bench
-  fig=$(bench_figures "$json" | tr ';' '\n' | grep ' train b32 ' | tr '\n' ';')
-  timed_out $rc && fig="timed out; $fig"
-  [ -n "$fig" ] || fig="no results ($(tail -1 "$bench/ds2-sweep.txt"))"
-  [ $rc -eq 0 ] && bench_ok "$json" 24   # 4 batches x 3 precisions x 2 modes
+  for p in fp32 fp16 bf16; do
+    # shellcheck disable=SC2086
+    timeout -k 10 "$(left)" "$build/dstrain" bench $SWEEP_ARGS --precision $p --out "$bench/ds2-sweep-$p.json" \
+      --csv "$bench/ds2-sweep-$p.csv" >"$bench/ds2-sweep-$p.txt" 2>&1
+    rc=$?
+    cat "$bench/ds2-sweep-$p.txt"
+    bench_ok "$bench/ds2-sweep-$p.json" 3 || ok=1
+    timed_out $rc && figs+="$p timed out; "
+    figs+="$(bench_figures "$bench/ds2-sweep-$p.json" | tr ';' '\n' | grep ' b32' | tr '\n' ';') "
+    timeout -k 5 "$(left)" "$py" "$repo/bench/plot" "$bench/ds2-sweep-$p.json" --out "$bench/plots-$p" \
+      >"$bench/plot-$p.txt" 2>&1 || true
+    pack_bench
+  done
+  fig=${figs:-no results}
+  return $ok
 }
-dry_part_sweep() { fig="would run: dstrain bench $SWEEP_ARGS --out $(outf ds2-sweep.json); bench/plot"; }
+dry_part_sweep() { fig="would run, once per precision (fp32, fp16, bf16): dstrain bench $SWEEP_ARGS --precision P; bench/plot; into bench.tar.gz"; }
 # bench.tar.gz in $OUT: the CSV, trace, plots and texts (the tool brings back 8 files)
 pack_bench() {
   [ -n "$out_dir" ] && [ -d "$work/bench" ] &&
     tar -C "$work" -czf "$out_dir/bench.tar.gz.tmp" bench && mv "$out_dir/bench.tar.gz.tmp" "$out_dir/bench.tar.gz"
 }
 
-PROFILE_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --precision fp16 --warmup 3 --steps 5 --profile kernels"
+PROFILE_ARGS="--model ds2 --device cuda --length-dist librispeech --batch 32 --precision fp16 --warmup 4 --steps 5 --profile kernels"
 part_kernels() {
   have_build || return 1
   [[ $(get_info kernel_profile) == *ON* ]] || { fig="skipped: built without CUPTI ($(get_info cupti))"; return 77; }
@@ -656,7 +686,7 @@ part_kernels() {
   rc=$?
   head -60 "$bench/ds2-profile.txt"
   pack_bench
-  fig="$tests_fig; profile: $([ $rc -eq 0 ] && echo "ds2-profile.json, trace in bench.tar.gz" || echo "exit $rc: $(tail -1 "$bench/ds2-profile.txt")")"
+  fig="$tests_fig; profile: $([ $rc -eq 0 ] && echo "ds2-profile.json, trace in bench.tar.gz" || echo "exit $rc: $(grep -m1 -iE 'error|fail|unsupported' "$bench/ds2-profile.txt" || tail -1 "$bench/ds2-profile.txt")")"
   [ $ok -eq 0 ] && [ $rc -eq 0 ]
 }
 dry_part_kernels() { fig="would run: ctest test_profile_backend_cuda; dstrain bench $PROFILE_ARGS (without CUPTI: skipped)"; }

@@ -88,10 +88,10 @@ echo "$prog: CPU reference: small, $epochs epochs (a few minutes)"
 "$bin" train "${common[@]}" --steps 1 --lr 0 --checkpoint-dir "$ref/untrained" >"$ref.untrained.log" 2>&1 ||
   die "the untrained reference run failed: $(tail -2 "$ref.untrained.log")"
 before=$("$bin" eval --checkpoint "$ref/untrained/step-00000001.h5" --data "$features/mini-dev.h5" 2>/dev/null |
-         sed -nE 's/^WER ([0-9.]+) +CER ([0-9.]+).*/\2/p')
+         sed -nE 's/^WER ([0-9.]+) +CER ([0-9.]+).*/\2/p' || true)   # checked below
 "$bin" train "${common[@]}" --epochs "$epochs" --checkpoint-dir "$ref/trained" >"$ref.log" 2>&1 ||
   die "the reference training failed: $(tail -2 "$ref.log")"
-after=$(grep '^validation:' "$ref.log" | tail -1 | sed -nE 's/.*CER ([0-9.]+).*/\1/p')
+after=$(grep '^validation:' "$ref.log" | tail -1 | sed -nE 's/.*CER ([0-9.]+).*/\1/p' || true)
 [ -n "$before" ] && [ -n "$after" ] || die "no dev CER from the reference runs ($ref.log)"
 cpu=$(lscpu 2>/dev/null | sed -nE 's/^Model name: *//p' | head -1)
 {

@@ -41,6 +41,9 @@ if(DSTRAIN_HAVE_CUDA)
                        model_gpu_vs_cpu_bf16 gpu_out_of_memory PROPERTIES
                        TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+  # it fills the GPU on purpose: alone, so that no test beside it meets a
+  # false out-of-memory under ctest -j
+  set_tests_properties(gpu_out_of_memory PROPERTIES RUN_SERIAL TRUE)
   add_test(NAME fp16_small_gpu
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/fp16_small.sh $<TARGET_FILE:dstrain>
                    ${CMAKE_CURRENT_BINARY_DIR}/fp16_small_gpu)
@@ -49,5 +52,5 @@ if(DSTRAIN_HAVE_CUDA)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_data_parallel.sh $<TARGET_FILE:dstrain>
                    ${CMAKE_CURRENT_BINARY_DIR}/data_parallel_gpu cuda)
   set_tests_properties(data_parallel_gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
-                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;DSTRAIN_TEST_PYTHON=${DSTRAIN_PEER_PYTHON}")
 endif()

@@ -29,7 +29,9 @@
 #                     --stall, --stall-sum);
 #   stop_rank_nccl    dstrain train with a rank frozen by SIGSTOP ends within
 #                     --timeout.
-set(NCCL_TEST_ENV "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+# DSTRAIN_TEST_PYTHON: the checks' numpy and h5py, from the peer checks'
+# Python (a GPU machine's /usr/bin/python3 may lack them)
+set(NCCL_TEST_ENV "OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;DSTRAIN_TEST_PYTHON=${DSTRAIN_PEER_PYTHON}")
 
 add_test(NAME nccl_refused
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nccl/test_nccl_refused.sh $<TARGET_FILE:dstrain>

@@ -45,7 +45,7 @@ fi
 grep -q "on $device, 2 ranks" "$work/np2.out" && grep -q "on $device, 4 ranks" "$work/np4.out" && ok \
   || bad "rank banners missing: $(grep -h "dstrain train:" "$work/np2.out" "$work/np4.out")"
 
-if /usr/bin/python3 - "$work" <<'PY'
+if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" - "$work" <<'PY'
 import sys, h5py, numpy as np
 w = sys.argv[1]
 f = {n: h5py.File(f"{w}/np{n}/step-00000005.h5", "r") for n in (1, 2, 4)}
@@ -61,7 +61,7 @@ sys.exit(0 if worst <= 1e-12 else 1)
 PY
 then ok; else bad "parameters differ across rank counts by more than 1e-12"; fi
 # the runs trained: parameters moved away from the initial ones
-if /usr/bin/python3 -c "
+if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" -c "
 import json,sys; l=[json.loads(x) for x in open('$work/np2.jsonl')]; sys.exit(0 if len(l)==5 and l[0]['loss']!=l[-1]['loss'] else 1)"; then ok; else bad "np2 log"; fi
 
 # The rest is host-side behaviour, covered by the CPU run: the overlap is
@@ -69,7 +69,7 @@ import json,sys; l=[json.loads(x) for x in open('$work/np2.jsonl')]; sys.exit(0 
 [ "$device" = cpu ] || finish
 
 # overlap: several buckets, at least one reduction started before backward finished
-if /usr/bin/python3 -c "
+if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" -c "
 import json,sys
 l=[json.loads(x) for x in open('$work/np2.jsonl')]
 sys.exit(0 if all(s['buckets']>1 for s in l) and sum(s['buckets_early'] for s in l)>=1 else 1)"; then ok

@@ -38,7 +38,7 @@ for t in mpi nccl; do
        --log "$work/$t.jsonl" >"$work/$t.out" 2>&1; then ok
   else bad "--allreduce $t failed: $(tail -3 "$work/$t.out")"; fi
 done
-if /usr/bin/python3 - "$work" <<'PY'
+if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" - "$work" <<'PY'
 import json, sys, h5py, numpy as np
 w = sys.argv[1]
 a, b = (h5py.File(f"{w}/{t}/step-00000006.h5", "r")["params"] for t in ("mpi", "nccl"))
