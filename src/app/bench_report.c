@@ -13,6 +13,7 @@
 #include "bench_report.h"
 #include "fileutil.h"
 #include "build_info.h"
+#include "cpu_isa.h"
 #include "reduce.h"
 
 char *openblas_get_config(void);
@@ -215,6 +216,10 @@ cJSON *ds_bench_env_json(int argc, char **argv, const char *device)
     cJSON_AddStringToObject(env, "cpu", buf);
     cJSON_AddNumberToObject(env, "cpus_online", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddNumberToObject(env, "threads", openblas_get_num_threads());
+    /* the CPU ops' instruction set: which path ran, and why */
+    cJSON_AddStringToObject(env, "cpu_isa", ds_cpu_isa_name(ds_cpu_isa_chosen()));
+    ds_cpu_isa_describe(buf, sizeof buf);
+    cJSON_AddStringToObject(env, "cpu_isa_why", buf);
     cJSON *v = cJSON_AddObjectToObject(env, "versions");
     cJSON_AddStringToObject(v, "dstrain", DSTRAIN_VERSION);
     cJSON_AddStringToObject(v, "compiler", DSTRAIN_C_COMPILER);

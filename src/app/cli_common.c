@@ -12,6 +12,7 @@
 #include "build_info.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "cpu_isa.h"
 #include "reduce.h"
 
 /* OpenBLAS reports its build; declared here as cblas.h of other BLAS lacks it. */
@@ -128,6 +129,9 @@ int ds_cli_version(int argc, char **argv)
     printf("backends: cpu (float32, float64; float16, bfloat16 emulated)%s\n",
            ds_backend_get("cuda") ? ", cuda (float32, float64, float16, bfloat16)" : "; cuda not built");
     printf("blas:     %s\n", openblas_get_config());
+    char isa[400];   /* the CPU ops' instruction set, and what the host runs */
+    ds_cpu_isa_describe(isa, sizeof isa);
+    printf("cpu ops:  %s\n", isa);
     printf("hdf5:     %u.%u.%u\n", maj, min, rel);
     printf("mpi:      %s\n", mpi);
     printf("cjson:    %s\n", cJSON_Version());

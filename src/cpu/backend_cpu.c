@@ -1,6 +1,6 @@
 /* backend_cpu.c - the CPU backend: host memory and the float32/float64 op
- * tables, and the float16/bfloat16 ones that emulate a GPU's storage
- * (ops_half.inc). It is the reference every other backend is checked against.
+ * tables of the instruction set chosen (cpu_isa.h), and the float16/bfloat16
+ * ones that emulate a GPU's storage (ops_half.inc). It is the reference every other backend is checked against.
  * Every op runs to completion when called, so events are always complete
  * and the asynchronous copies are plain copies. */
 #include <stdatomic.h>
@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "../convert.h"
+#include "../cpu_isa.h"
 #include "cpu_ctx.h"
 
 char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */
@@ -38,6 +39,7 @@ static ds_status cpu_ctx_create(int device, const ds_ctx_opts *opts, ds_ctx **ou
     /* every CPU op is deterministic and computes in its own dtype: only the limit matters */
     if (device != 0)
         return DS_FAIL(DS_ERR_ARG, "the cpu backend has one device, 0; asked for %d", device);
+    DS_TRY(ds_cpu_isa_select());   /* DSTRAIN_CPU_ISA refused: said here, before any op */
     *out = calloc(1, sizeof **out);
     if (!*out)
         return DS_FAIL(DS_ERR_MEM, "cpu context");
@@ -202,8 +204,8 @@ static void cpu_counters(ds_ctx *c, ds_backend_counters *out)
 static const ds_ops *cpu_ops(ds_dtype t)
 {
     switch (t) {
-    case DS_F32: return &ds_cpu_ops_f32;
-    case DS_F64: return &ds_cpu_ops_f64;
+    case DS_F32:
+    case DS_F64: return ds_cpu_isa_ops(t);
     case DS_F16: return &ds_cpu_ops_f16;
     case DS_BF16: return &ds_cpu_ops_bf16;
     default: return NULL;
@@ -212,7 +214,9 @@ static const ds_ops *cpu_ops(ds_dtype t)
 
 static void cpu_describe(char *buf, size_t size)
 {
-    snprintf(buf, size, "cpu:      %s", openblas_get_config());
+    char isa[400];
+    ds_cpu_isa_describe(isa, sizeof isa);
+    snprintf(buf, size, "cpu:      %s\ncpu_kernels: %s", openblas_get_config(), isa);
 }
 
 static double now_ms(void)

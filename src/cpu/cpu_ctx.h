@@ -22,6 +22,8 @@ struct ds_ctx {
  * (contents not kept); NULL when memory runs out. */
 float *ds_cpu_scratch(ds_ctx *c, int k, size_t count);
 
-extern const ds_ops ds_cpu_ops_f32, ds_cpu_ops_f64, ds_cpu_ops_f16, ds_cpu_ops_bf16;
+/* float32 and float64: one table per instruction set (cpu_isa.h); the 16-bit
+ * ones wrap the chosen float32 table */
+extern const ds_ops ds_cpu_ops_f16, ds_cpu_ops_bf16;
 
 #endif

@@ -1,18 +1,27 @@
-/* real.h - the element type of one instantiation of the CPU ops.
- * ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64 and include
- * ops_table.inc, which includes every op body (*.inc) once per type. Op
- * bodies use `real` and the macros below. Each dtype is its own translation
- * unit, so the static op functions keep their plain names (grep and gdb find
- * rnn_fwd); only the exported table, DS_CPU_OPS, differs by dtype. */
+/* real.h - the element type and the instruction set of one instantiation of
+ * the CPU ops. ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64 and
+ * include ops_table.inc, which includes every op body (*.inc) once per type.
+ * CMake compiles the pair once per instruction set (DS_CPU_ISA: avx512,
+ * avx2, baseline, neon; see cpu_isa.h), with that set's compiler flags, so
+ * each table is built whole for the machine it runs on. Op bodies use `real`
+ * and the macros below. Each (dtype, set) is its own translation unit, so the
+ * static op functions keep their plain names (grep and gdb find rnn_fwd);
+ * only the exported table, DS_CPU_OPS, differs: ds_cpu_ops_f32_avx2 ... */
 #ifndef DS_CPU_REAL_H
 #define DS_CPU_REAL_H
 
 #include <cblas.h>
 #include <math.h>
 
+#ifndef DS_CPU_ISA
+#error "define DS_CPU_ISA (avx512, avx2, baseline or neon): CMake compiles the ops once per set"
+#endif
+#define DS_CPU_PASTE2(a, b) a##_##b
+#define DS_CPU_PASTE(a, b) DS_CPU_PASTE2(a, b)
+
 #if defined(DS_REAL_F32)
 typedef float real;
-#define DS_CPU_OPS ds_cpu_ops_f32
+#define DS_CPU_OPS DS_CPU_PASTE(ds_cpu_ops_f32, DS_CPU_ISA)
 #define DS_REAL_DTYPE DS_F32
 #define GEMM cblas_sgemm
 #define GEMV cblas_sgemv
@@ -24,7 +33,7 @@ typedef float real;
 #define R_LOG1P log1pf
 #elif defined(DS_REAL_F64)
 typedef double real;
-#define DS_CPU_OPS ds_cpu_ops_f64
+#define DS_CPU_OPS DS_CPU_PASTE(ds_cpu_ops_f64, DS_CPU_ISA)
 #define DS_REAL_DTYPE DS_F64
 #define GEMM cblas_dgemm
 #define GEMV cblas_dgemv
@@ -49,15 +58,42 @@ static inline real sigmoid(real x) { return (real)1 / ((real)1 + R_EXP(-x)); }
 static inline real act_tanh(real x) { return R_TANH(x); }
 #endif
 
-/* The hot loops are built for AVX-512, AVX2 and the baseline, picked at load
- * time. clang (14: the fuzzing build) gives a static function's clones a
- * global resolver symbol, so the f32 and f64 units, whose static functions
- * share names, collide at link time: with clang they are built once, for
- * the baseline. */
-#if defined(__clang__) || !defined(__x86_64__)
-#define DS_CLONES
-#else
-#define DS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* Register blocking per instruction set: the vector width (PANEL_VEC_BYTES)
+ * and the tiles of the two hand-written products, sized so that a tile's
+ * sums, the vectors loaded beside them and one broadcast fit the set's
+ * vector registers without spilling.
+ *   panel_block (panel.inc): PANEL_ROWS x PANEL_NV sums + PANEL_NV loaded
+ *     weights + 1 broadcast;
+ *   conv tiles (conv_tile.inc): CONV_TILE_CO x CONV_TILE_V sums +
+ *     CONV_TILE_V loaded vectors + 1 broadcast.
+ * AVX-512: 32 registers of 64 bytes: 4 x 4 + 4 + 1 = 21, 8 x 3 + 3 + 1 = 28.
+ * AVX2+FMA: 16 of 32 bytes: 4 x 3 + 3 + 1 = 16, 4 x 3 + 3 + 1 = 16.
+ * baseline x86-64 (SSE2): 16 of 16 bytes, the AVX2 shapes.
+ * NEON (aarch64): 32 of 16 bytes, the AVX-512 shapes.
+ * The order in which each output is summed does not depend on the blocking,
+ * so every set gives the same bits on any thread count; sets differ among
+ * themselves only where FMA contracts a product and a sum. */
+#if defined(DS_CPU_ISA_AVX512)
+#define PANEL_VEC_BYTES 64
+#define PANEL_NV 4
+#define PANEL_ROWS 4
+#define CONV_TILE_CO 8
+#elif defined(DS_CPU_ISA_AVX2)
+#define PANEL_VEC_BYTES 32
+#define PANEL_NV 3
+#define PANEL_ROWS 4
+#define CONV_TILE_CO 4
+#elif defined(DS_CPU_ISA_NEON)
+#define PANEL_VEC_BYTES 16
+#define PANEL_NV 4
+#define PANEL_ROWS 4
+#define CONV_TILE_CO 8
+#else   /* the portable baseline */
+#define PANEL_VEC_BYTES 16
+#define PANEL_NV 3
+#define PANEL_ROWS 4
+#define CONV_TILE_CO 4
 #endif
+#define CONV_TILE_V 3
 
 #endif
