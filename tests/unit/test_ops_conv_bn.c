@@ -25,32 +25,16 @@ static ds_rng rng;
 
 int openblas_get_num_threads(void);
 
-static void must(ds_status s, const char *what)
-{
-    if (s == DS_OK)
-        return;
-    fprintf(stderr, "FATAL %s: %s: %s\n", what, ds_status_name(s), ds_last_error());
-    exit(1);
-}
-
-static double *vec(size_t n)
-{
-    double *p = calloc(n ? n : 1, sizeof *p);
-    if (!p)
-        must(DS_ERR_MEM, "calloc");
-    return p;
-}
-
 static double *rnd(size_t n, double lo, double hi)
 {
-    double *p = vec(n);
+    double *p = t_zeros(n);
     t_fill_uniform(&rng, p, n, lo, hi);
     return p;
 }
 
 static double *dup(const double *a, size_t n)
 {
-    double *p = vec(n);
+    double *p = t_zeros(n);
     memcpy(p, a, n * sizeof *p);
     return p;
 }
@@ -73,17 +57,17 @@ static void sub(double *a, const double *b, size_t n)
 static void *up(ds_dtype t, const double *h, size_t n)
 {
     void *d;
-    must(be->alloc(ctx, t, n, &d), "alloc");
+    t_must(be->alloc(ctx, t, n, &d), "alloc");
     if (!h)
         return d;
     if (t == DS_F64) {
-        must(be->from_host(ctx, t, n, h, d), "from_host");
+        t_must(be->from_host(ctx, t, n, h, d), "from_host");
         return d;
     }
     float *f = malloc((n ? n : 1) * sizeof *f);
     for (size_t i = 0; i < n; i++)
         f[i] = (float)h[i];
-    must(be->from_host(ctx, t, n, f, d), "from_host");
+    t_must(be->from_host(ctx, t, n, f, d), "from_host");
     free(f);
     return d;
 }
@@ -91,11 +75,11 @@ static void *up(ds_dtype t, const double *h, size_t n)
 static void down(ds_dtype t, const void *d, double *h, size_t n)
 {
     if (t == DS_F64) {
-        must(be->to_host(ctx, t, n, d, h), "to_host");
+        t_must(be->to_host(ctx, t, n, d, h), "to_host");
         return;
     }
     float *f = malloc((n ? n : 1) * sizeof *f);
-    must(be->to_host(ctx, t, n, d, f), "to_host");
+    t_must(be->to_host(ctx, t, n, d, f), "to_host");
     for (size_t i = 0; i < n; i++)
         h[i] = f[i];
     free(f);
@@ -104,8 +88,8 @@ static void down(ds_dtype t, const void *d, double *h, size_t n)
 static int *up_len(const int *len, int n)
 {
     void *d;
-    must(be->alloc(ctx, DS_I32, n, &d), "alloc");
-    must(be->from_host(ctx, DS_I32, n, len, d), "from_host");
+    t_must(be->alloc(ctx, DS_I32, n, &d), "alloc");
+    t_must(be->from_host(ctx, DS_I32, n, len, d), "from_host");
     return d;
 }
 
@@ -150,7 +134,7 @@ static void conv_fwd_in(ds_dtype t, const ds_conv_geom *g, const double *x, cons
     void *X = up(t, x, conv_nx(g)), *W = up(t, w, conv_nw(g)), *B = up(t, b, g->co);
     void *Y = up(t, NULL, conv_ny(g));
     void *own = work ? NULL : up(t, NULL, op->conv2d_work(ctx, g, 1));
-    must(op->conv2d_fwd(ctx, g, X, W, B, Y, work ? work : own), "conv2d_fwd");
+    t_must(op->conv2d_fwd(ctx, g, X, W, B, Y, work ? work : own), "conv2d_fwd");
     down(t, Y, y, conv_ny(g));
     drop(X), drop(W), drop(B), drop(Y), drop(own);
 }
@@ -171,7 +155,7 @@ static void conv_bwd_in(ds_dtype t, const ds_conv_geom *g, const double *x, cons
     void *DX = dx ? up(t, dx, conv_nx(g)) : NULL, *DW = up(t, dw, conv_nw(g));
     void *DB = up(t, db, g->co);
     void *own = work ? NULL : up(t, NULL, op->conv2d_work(ctx, g, dx != NULL));
-    must(op->conv2d_bwd(ctx, g, X, W, DY, DX, DW, DB, work ? work : own), "conv2d_bwd");
+    t_must(op->conv2d_bwd(ctx, g, X, W, DY, DX, DW, DB, work ? work : own), "conv2d_bwd");
     if (dx)
         down(t, DX, dx, conv_nx(g));
     down(t, DW, dw, conv_nw(g));
@@ -252,11 +236,11 @@ static double conv_loss(void *arg)
 static void conv_grad_check(const ds_conv_geom *g, int id)
 {
     size_t nx = conv_nx(g), nw = conv_nw(g), ny = conv_ny(g);
-    struct conv_case c = {.g = *g, .y = vec(ny)};
+    struct conv_case c = {.g = *g, .y = t_zeros(ny)};
     c.x = rnd(nx, -1, 1), c.w = rnd(nw, -1, 1), c.b = rnd(g->co, -1, 1), c.r = rnd(ny, -1, 1);
     double *dx0 = rnd(nx, -1, 1), *dw0 = rnd(nw, -1, 1), *db0 = rnd(g->co, -1, 1);
     double *dx = dup(dx0, nx), *dw = dup(dw0, nw), *db = dup(db0, g->co);
-    double *fx = vec(nx), *fw = vec(nw), *fb = vec(g->co);
+    double *fx = t_zeros(nx), *fw = t_zeros(nw), *fb = t_zeros(g->co);
     char what[64];
 
     conv_bwd(DS_F64, g, c.x, c.w, c.r, dx, dw, db);
@@ -282,16 +266,16 @@ static void conv_ref_check(const ds_conv_geom *g, int id, int tail)
 {
     size_t nx = conv_nx(g), nw = conv_nw(g), ny = conv_ny(g);
     double *x = rnd(nx, -1, 1), *w = rnd(nw, -1, 1), *b = rnd(g->co, -1, 1);
-    double *dy = rnd(ny, -1, 1), *y = vec(ny), *yref = vec(ny), *y32 = vec(ny);
+    double *dy = rnd(ny, -1, 1), *y = t_zeros(ny), *yref = t_zeros(ny), *y32 = t_zeros(ny);
     for (int c = 0; tail > 0 && c < g->ci; c++)
         memset(x + (((size_t)(g->n - 1) * g->ci + c) * g->hi + g->hi - tail) * g->wi, 0,
                (size_t)tail * g->wi * sizeof *x);
     for (int o = 0; tail > 0 && o < g->co; o++)
         memset(dy + (((size_t)(g->n - 1) * g->co + o) * g->ho + g->ho - tail / g->sh) * g->wo,
                0, (size_t)(tail / g->sh) * g->wo * sizeof *dy);
-    double *dx = vec(nx), *dw = vec(nw), *db = vec(g->co);
-    double *rx = vec(nx), *rw = vec(nw), *rb = vec(g->co);
-    double *sx = vec(nx), *sw = vec(nw), *sb = vec(g->co);
+    double *dx = t_zeros(nx), *dw = t_zeros(nw), *db = t_zeros(g->co);
+    double *rx = t_zeros(nx), *rw = t_zeros(nw), *rb = t_zeros(g->co);
+    double *sx = t_zeros(nx), *sw = t_zeros(nw), *sb = t_zeros(g->co);
     char what[64];
 
     conv_fwd(DS_F64, g, x, w, b, y);
@@ -403,7 +387,7 @@ static void conv_step_check(ds_dtype t, const ds_conv_geom *g, int want_dx, void
 {
     const size_t nx = conv_nx(g), nw = conv_nw(g), ny = conv_ny(g);
     double *x = rnd(nx, -1, 1), *w = rnd(nw, -1, 1), *b = rnd(g->co, -1, 1);
-    double *dy = rnd(ny, -1, 1), *y = vec(ny), *yref = vec(ny);
+    double *dy = rnd(ny, -1, 1), *y = t_zeros(ny), *yref = t_zeros(ny);
     double *dx = rnd(nx, -1, 1), *dw = rnd(nw, -1, 1), *db = rnd(g->co, -1, 1);
     double *rx = dup(dx, nx), *rw = dup(dw, nw), *rb = dup(db, g->co);
     char line[96];
@@ -536,11 +520,11 @@ static void bn_run(ds_dtype t, const struct bn_case *c, double *y, double *stats
     void *SM = up(t, NULL, C), *SI = up(t, NULL, C), *MOM = up(t, NULL, 2 * C);
 
     if (c->train) {
-        must(op->bn_moments(ctx, v, len, X, MOM), "bn_moments");
-        must(op->bn_fwd_train(ctx, v, len, count, X, MOM, G, B, c->eps, c->momentum, Y, SM,
+        t_must(op->bn_moments(ctx, v, len, X, MOM), "bn_moments");
+        t_must(op->bn_fwd_train(ctx, v, len, count, X, MOM, G, B, c->eps, c->momentum, Y, SM,
                               SI, RM, RV), "bn_fwd_train");
     } else {
-        must(op->bn_fwd_eval(ctx, v, len, X, G, B, RM, RV, c->eps, Y), "bn_fwd_eval");
+        t_must(op->bn_fwd_eval(ctx, v, len, X, G, B, RM, RV, c->eps, Y), "bn_fwd_eval");
     }
     down(t, Y, y, n);
     if (stats) {
@@ -551,11 +535,11 @@ static void bn_run(ds_dtype t, const struct bn_case *c, double *y, double *stats
         void *DY = up(t, dy, n), *DX = dx ? up(t, dx, n) : NULL;
         void *DG = up(t, dgamma, C), *DB = up(t, dbeta, C);
         if (c->train) {
-            must(op->bn_bwd_moments(ctx, v, len, DY, X, SM, SI, MOM), "bn_bwd_moments");
-            must(op->bn_bwd_train(ctx, v, len, count, DY, X, G, SM, SI, MOM, DX, DG, DB),
+            t_must(op->bn_bwd_moments(ctx, v, len, DY, X, SM, SI, MOM), "bn_bwd_moments");
+            t_must(op->bn_bwd_train(ctx, v, len, count, DY, X, G, SM, SI, MOM, DX, DG, DB),
                  "bn_bwd_train");
         } else {
-            must(op->bn_bwd_eval(ctx, v, len, DY, X, G, RM, RV, c->eps, DX, DG, DB),
+            t_must(op->bn_bwd_eval(ctx, v, len, DY, X, G, RM, RV, c->eps, DX, DG, DB),
                  "bn_bwd_eval");
         }
         if (dx)
@@ -583,7 +567,7 @@ static void bn_grad_check(struct bn_case *c)
     size_t n = bn_size(v), C = v->c;
     double *dx0 = rnd(n, -1, 1), *dg0 = rnd(C, -1, 1), *db0 = rnd(C, -1, 1);
     double *dx = dup(dx0, n), *dg = dup(dg0, C), *db = dup(db0, C);
-    double *fx = vec(n), *fg = vec(C), *fb = vec(C);
+    double *fx = t_zeros(n), *fg = t_zeros(C), *fb = t_zeros(C);
     char what[96];
 
     bn_run(DS_F64, c, c->y, NULL, c->r, dx, dg, db);
@@ -634,7 +618,7 @@ static void bn_fwd_check(struct bn_case *c)
 {
     const ds_view *v = &c->v;
     size_t n = bn_size(v), C = v->c;
-    double *y = vec(n), *yref = vec(n), *st = vec(4 * C), *stref = vec(4 * C);
+    double *y = t_zeros(n), *yref = t_zeros(n), *st = t_zeros(4 * C), *stref = t_zeros(4 * C);
     double cnt = bn_count(v, c->len);
     char what[96];
 
@@ -681,8 +665,8 @@ static void bn_padding_check(struct bn_case *c)
 {
     const ds_view *v = &c->v;
     size_t n = bn_size(v), C = v->c;
-    double *y1 = vec(n), *y2 = vec(n), *st1 = vec(4 * C), *st2 = vec(4 * C);
-    double *dx1 = vec(n), *dx2 = vec(n), *g1 = vec(2 * C), *g2 = vec(2 * C);
+    double *y1 = t_zeros(n), *y2 = t_zeros(n), *st1 = t_zeros(4 * C), *st2 = t_zeros(4 * C);
+    double *dx1 = t_zeros(n), *dx2 = t_zeros(n), *g1 = t_zeros(2 * C), *g2 = t_zeros(2 * C);
     double *x = c->x, *x2 = dup(x, n), *dy2 = dup(c->r, n);
     int npad = 0;
 
@@ -711,8 +695,8 @@ static void bn_padding_check(struct bn_case *c)
 static void bn_f32_check(struct bn_case *c)
 {
     size_t n = bn_size(&c->v), C = c->v.c;
-    double *y = vec(n), *dx = vec(n), *g = vec(2 * C);
-    double *y32 = vec(n), *dx32 = vec(n), *g32 = vec(2 * C);
+    double *y = t_zeros(n), *dx = t_zeros(n), *g = t_zeros(2 * C);
+    double *y32 = t_zeros(n), *dx32 = t_zeros(n), *g32 = t_zeros(2 * C);
     char what[96];
 
     bn_run(DS_F64, c, y, NULL, c->r, dx, g, g + C);
@@ -731,7 +715,7 @@ static void bn_case_run(const char *name, ds_view v, const int *len, int train)
                         .momentum = 0.1};
     /* x off-centre so the mean matters; gamma away from 0; running var > 0 */
     c.x = rnd(n, -1, 2), c.gamma = rnd(C, 0.5, 1.5), c.beta = rnd(C, -0.5, 0.5);
-    c.rm = rnd(C, -0.5, 0.5), c.rv = rnd(C, 0.5, 2), c.r = rnd(n, -1, 1), c.y = vec(n);
+    c.rm = rnd(C, -0.5, 0.5), c.rv = rnd(C, 0.5, 2), c.r = rnd(n, -1, 1), c.y = t_zeros(n);
     bn_fwd_check(&c);
     bn_padding_check(&c);
     bn_grad_check(&c);
@@ -766,7 +750,7 @@ static void la_fwd(ds_dtype dt, const struct la_case *c, double *y)
     const ds_ops *op = be->ops(dt);
     size_t n = (size_t)c->t * c->n * c->h;
     void *X = up(dt, c->x, n), *W = up(dt, c->w, (size_t)c->h * c->k), *Y = up(dt, NULL, n);
-    must(op->lookahead_fwd(ctx, c->t, c->n, c->h, c->k, X, W, Y), "lookahead_fwd");
+    t_must(op->lookahead_fwd(ctx, c->t, c->n, c->h, c->k, X, W, Y), "lookahead_fwd");
     down(dt, Y, y, n);
     drop(X), drop(W), drop(Y);
 }
@@ -779,12 +763,12 @@ static void la_bwd(ds_dtype dt, const struct la_case *c, const double *dy, doubl
     const ds_ops *op = be->ops(dt);
     size_t n = (size_t)c->t * c->n * c->h, nw = (size_t)c->h * c->k;
     size_t nwork = op->lookahead_work(c->n, c->h);
-    double *poison = vec(nwork);
+    double *poison = t_zeros(nwork);
     for (size_t i = 0; i < nwork; i++)
         poison[i] = NAN;
     void *X = up(dt, c->x, n), *W = up(dt, c->w, nw), *DY = up(dt, dy, n);
     void *DX = dx ? up(dt, dx, n) : NULL, *DW = up(dt, dw, nw), *WORK = up(dt, poison, nwork);
-    must(op->lookahead_bwd(ctx, c->t, c->n, c->h, c->k, X, W, DY, DX, DW, WORK), "lookahead_bwd");
+    t_must(op->lookahead_bwd(ctx, c->t, c->n, c->h, c->k, X, W, DY, DX, DW, WORK), "lookahead_bwd");
     if (dx)
         down(dt, DX, dx, n);
     down(dt, DW, dw, nw);
@@ -803,10 +787,10 @@ static void la_check(int t, int n, int h, int k)
 {
     size_t nx = (size_t)t * n * h, nw = (size_t)h * k;
     struct la_case c = {.t = t, .n = n, .h = h, .k = k};
-    c.x = rnd(nx, -1, 1), c.w = rnd(nw, -1, 1), c.r = rnd(nx, -1, 1), c.y = vec(nx);
-    double *yref = vec(nx), *y32 = vec(nx);
+    c.x = rnd(nx, -1, 1), c.w = rnd(nw, -1, 1), c.r = rnd(nx, -1, 1), c.y = t_zeros(nx);
+    double *yref = t_zeros(nx), *y32 = t_zeros(nx);
     double *dx0 = rnd(nx, -1, 1), *dw0 = rnd(nw, -1, 1), *dx = dup(dx0, nx), *dw = dup(dw0, nw);
-    double *fx = vec(nx), *fw = vec(nw), *dx32 = dup(dx0, nx), *dw32 = dup(dw0, nw);
+    double *fx = t_zeros(nx), *fw = t_zeros(nw), *dx32 = dup(dx0, nx), *dw32 = dup(dw0, nw);
     char what[64];
 
     /* naive: each output element summed tap by tap */

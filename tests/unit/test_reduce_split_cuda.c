@@ -31,26 +31,10 @@
 
 static ds_rng rng;
 
-static void must(ds_status s, const char *what)
-{
-    if (s == DS_OK)
-        return;
-    fprintf(stderr, "FATAL %s: %s: %s\n", what, ds_status_name(s), ds_last_error());
-    exit(1);
-}
-
-static double *vec(size_t n)
-{
-    double *p = calloc(n ? n : 1, sizeof *p);
-    if (!p)
-        must(DS_ERR_MEM, "calloc");
-    return p;
-}
-
 /* [n] uniform in [lo, hi), rounded to dt (so every side reads the same values). */
 static double *rnd(ds_dtype dt, size_t n, double lo, double hi)
 {
-    double *p = vec(n);
+    double *p = t_zeros(n);
     t_fill_uniform(&rng, p, n, lo, hi);
     if (dt == DS_F32)
         for (size_t i = 0; i < n; i++)
@@ -71,8 +55,8 @@ static void keep(run_out *r, const ds_backend *be, ds_ctx *ctx, ds_dtype dt, con
 {
     r->name[r->n] = name;
     r->size[r->n] = n;
-    r->out[r->n] = vec(n);
-    must(t_get_real(be, ctx, dt, n, buf, r->out[r->n]), name);
+    r->out[r->n] = t_zeros(n);
+    t_must(t_get_real(be, ctx, dt, n, buf, r->out[r->n]), name);
     r->n++;
 }
 
@@ -148,34 +132,34 @@ static void bn_run(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, const bn_case
     const size_t n = bn_size(v), c = (size_t)v->c;
     void *len, *x, *dy, *g, *b, *rm, *rv, *y, *mom, *sm, *si, *dmom, *dx, *dg, *db;
     void *y2, *dx2, *dg2, *db2;
-    must(t_new_int(be, ctx, (size_t)v->n, k->len, &len), "len");
-    must(t_new_real(be, ctx, dt, n, k->x, &x), "x");
-    must(t_new_real(be, ctx, dt, n, k->dy, &dy), "dy");
-    must(t_new_real(be, ctx, dt, c, k->gamma, &g), "gamma");
-    must(t_new_real(be, ctx, dt, c, k->beta, &b), "beta");
-    must(t_new_real(be, ctx, dt, c, k->rm, &rm), "run_mean");
-    must(t_new_real(be, ctx, dt, c, k->rv, &rv), "run_var");
-    must(t_new_real(be, ctx, dt, n, k->dx0, &dx), "dx");
-    must(t_new_real(be, ctx, dt, c, k->dg0, &dg), "dgamma");
-    must(t_new_real(be, ctx, dt, c, k->db0, &db), "dbeta");
-    must(t_new_real(be, ctx, dt, n, k->dx0, &dx2), "dx eval");
-    must(t_new_real(be, ctx, dt, c, k->dg0, &dg2), "dgamma eval");
-    must(t_new_real(be, ctx, dt, c, k->db0, &db2), "dbeta eval");
-    must(be->alloc(ctx, dt, n, &y), "y");
-    must(be->alloc(ctx, dt, n, &y2), "y eval");
-    must(be->alloc(ctx, dt, 2 * c, &mom), "mom");
-    must(be->alloc(ctx, dt, 2 * c, &dmom), "dmom");
-    must(be->alloc(ctx, dt, c, &sm), "save_mean");
-    must(be->alloc(ctx, dt, c, &si), "save_invstd");
+    t_must(t_new_int(be, ctx, (size_t)v->n, k->len, &len), "len");
+    t_must(t_new_real(be, ctx, dt, n, k->x, &x), "x");
+    t_must(t_new_real(be, ctx, dt, n, k->dy, &dy), "dy");
+    t_must(t_new_real(be, ctx, dt, c, k->gamma, &g), "gamma");
+    t_must(t_new_real(be, ctx, dt, c, k->beta, &b), "beta");
+    t_must(t_new_real(be, ctx, dt, c, k->rm, &rm), "run_mean");
+    t_must(t_new_real(be, ctx, dt, c, k->rv, &rv), "run_var");
+    t_must(t_new_real(be, ctx, dt, n, k->dx0, &dx), "dx");
+    t_must(t_new_real(be, ctx, dt, c, k->dg0, &dg), "dgamma");
+    t_must(t_new_real(be, ctx, dt, c, k->db0, &db), "dbeta");
+    t_must(t_new_real(be, ctx, dt, n, k->dx0, &dx2), "dx eval");
+    t_must(t_new_real(be, ctx, dt, c, k->dg0, &dg2), "dgamma eval");
+    t_must(t_new_real(be, ctx, dt, c, k->db0, &db2), "dbeta eval");
+    t_must(be->alloc(ctx, dt, n, &y), "y");
+    t_must(be->alloc(ctx, dt, n, &y2), "y eval");
+    t_must(be->alloc(ctx, dt, 2 * c, &mom), "mom");
+    t_must(be->alloc(ctx, dt, 2 * c, &dmom), "dmom");
+    t_must(be->alloc(ctx, dt, c, &sm), "save_mean");
+    t_must(be->alloc(ctx, dt, c, &si), "save_invstd");
 
-    must(op->bn_moments(ctx, v, len, x, mom), "bn_moments");
-    must(op->bn_fwd_train(ctx, v, len, k->count, x, mom, g, b, EPS, MOMENTUM, y, sm, si, rm, rv),
+    t_must(op->bn_moments(ctx, v, len, x, mom), "bn_moments");
+    t_must(op->bn_fwd_train(ctx, v, len, k->count, x, mom, g, b, EPS, MOMENTUM, y, sm, si, rm, rv),
          "bn_fwd_train");
-    must(op->bn_bwd_moments(ctx, v, len, dy, x, sm, si, dmom), "bn_bwd_moments");
-    must(op->bn_bwd_train(ctx, v, len, k->count, dy, x, g, sm, si, dmom, dx, dg, db),
+    t_must(op->bn_bwd_moments(ctx, v, len, dy, x, sm, si, dmom), "bn_bwd_moments");
+    t_must(op->bn_bwd_train(ctx, v, len, k->count, dy, x, g, sm, si, dmom, dx, dg, db),
          "bn_bwd_train");
-    must(op->bn_fwd_eval(ctx, v, len, x, g, b, rm, rv, EPS, y2), "bn_fwd_eval");
-    must(op->bn_bwd_eval(ctx, v, len, dy, x, g, rm, rv, EPS, dx2, dg2, db2), "bn_bwd_eval");
+    t_must(op->bn_fwd_eval(ctx, v, len, x, g, b, rm, rv, EPS, y2), "bn_fwd_eval");
+    t_must(op->bn_bwd_eval(ctx, v, len, dy, x, g, rm, rv, EPS, dx2, dg2, db2), "bn_bwd_eval");
 
     keep(r, be, ctx, dt, "mom", 2 * c, mom);
     keep(r, be, ctx, dt, "y", n, y);
@@ -224,13 +208,13 @@ static void lin_run(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, const lin_ca
     const ds_ops *op = be->ops(dt);
     const size_t nx = (size_t)c->m * c->k, nw = (size_t)c->o * c->k, ny = (size_t)c->m * c->o;
     void *x, *w, *dy, *dx, *dw, *db;
-    must(t_new_real(be, ctx, dt, nx, c->x, &x), "x");
-    must(t_new_real(be, ctx, dt, nw, c->w, &w), "w");
-    must(t_new_real(be, ctx, dt, ny, c->dy, &dy), "dy");
-    must(t_new_real(be, ctx, dt, nx, c->dx0, &dx), "dx");
-    must(t_new_real(be, ctx, dt, nw, c->dw0, &dw), "dw");
-    must(t_new_real(be, ctx, dt, (size_t)c->o, c->db0, &db), "db");
-    must(op->linear_bwd(ctx, c->m, c->k, c->o, x, w, dy, dx, dw, db), "linear_bwd");
+    t_must(t_new_real(be, ctx, dt, nx, c->x, &x), "x");
+    t_must(t_new_real(be, ctx, dt, nw, c->w, &w), "w");
+    t_must(t_new_real(be, ctx, dt, ny, c->dy, &dy), "dy");
+    t_must(t_new_real(be, ctx, dt, nx, c->dx0, &dx), "dx");
+    t_must(t_new_real(be, ctx, dt, nw, c->dw0, &dw), "dw");
+    t_must(t_new_real(be, ctx, dt, (size_t)c->o, c->db0, &db), "db");
+    t_must(op->linear_bwd(ctx, c->m, c->k, c->o, x, w, dy, dx, dw, db), "linear_bwd");
     keep(r, be, ctx, dt, "db", (size_t)c->o, db);
     keep(r, be, ctx, dt, "dx", nx, dx);
     void *all[] = {x, w, dy, dx, dw, db};
@@ -244,8 +228,8 @@ int main(int argc, char **argv)
     const ds_backend *gpu = t_backend(argc > 1 ? argv[1] : "cuda");
     const ds_backend *cpu = t_backend("cpu");
     ds_ctx *gctx, *cctx;
-    must(gpu->ctx_create(0, NULL, &gctx), "ctx_create");
-    must(cpu->ctx_create(0, NULL, &cctx), "cpu ctx_create");
+    t_must(gpu->ctx_create(0, NULL, &gctx), "ctx_create");
+    t_must(cpu->ctx_create(0, NULL, &cctx), "cpu ctx_create");
     ds_rng_seed(&rng, 20261126u);
 
     /* conv map [N][C][T][F] (channel blocks) and sequence [T][N][C] (tiles);

@@ -8,6 +8,22 @@
 
 int t_failures, t_passes;
 
+void t_must(ds_status s, const char *what)
+{
+    if (s == DS_OK)
+        return;
+    fprintf(stderr, "FATAL %s: %s: %s\n", what, ds_status_name(s), ds_last_error());
+    exit(1);
+}
+
+double *t_zeros(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+    if (!p)
+        t_must(DS_ERR_MEM, "calloc");
+    return p;
+}
+
 int t_finish(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, t_passes, t_failures);

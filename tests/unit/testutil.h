@@ -39,6 +39,13 @@ extern int t_failures, t_passes;
 /* Prints "N passed, N failed" and returns the exit code. */
 int t_finish(const char *name);
 
+/* A set-up call that must succeed: on failure prints what, the status and
+ * the library's message, and exits 1. */
+void t_must(ds_status s, const char *what);
+
+/* n zeroed doubles (at least one), or exit through t_must. */
+double *t_zeros(size_t n);
+
 /* Exit code of a test that did not run (ctest's SKIP_RETURN_CODE). */
 #define T_SKIP_CODE 77
 
