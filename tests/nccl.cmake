@@ -21,6 +21,8 @@
 #   nccl_transport_np2, _np4  test_nccl_transport: NCCL vs MPI (bit for bit at
 #                     2 ranks, within rounding at 4), exact integer sums; a
 #                     sum overlaps a bucket in flight (timing counts it);
+#                     a sum waits for the compute stream's work queued
+#                     before it (a copy held back by a host function);
 #   nccl_ranks_2, _4  bench_allreduce #wrong 0; dstrain train FP64 with nccl
 #                     equals mpi (1e-12), ranks bit-identical, timing logged;
 #   nccl_timeout      a rank stops taking part: the transport's watches alone

@@ -27,7 +27,12 @@
  *     sum behind the bucket takes DELAY_MS), the sleep still running;
  *     then the step finishes and every sum is exact, and the step's timing
  *     (read one step later) counts the sum and, on the other ranks, bucket
- *     0 in flight beside it. At 1 rank the ordering half is checked.
+ *     0 in flight beside it. At 1 rank the ordering half is checked;
+ *   - order (NCCL only, 2 ranks or more): a BatchNorm sum sums what the
+ *     compute stream's work queued before it leaves in the buffer: a copy
+ *     queued there behind a host function that sleeps ORDER_MS, sum_now
+ *     called at once, and the sum read back is exact (at 1 rank an in-place
+ *     allreduce is the identity, so the order cannot show: skipped, said).
  * With --stall (2 ranks or more): after two steps the last rank stops
  * taking part (it sleeps, its communicator alive), and the others wait on
  * the GPU: the transport's watch must end the job within --timeout 5,
@@ -54,6 +59,7 @@
 
 enum { N = 300007, BUCKET = 36000, C2 = 2 * 96, GUARD = 64, STEPS = 4 };
 enum { DELAY_MS = 400, QUICK_MS = 200 };   /* the overlap case */
+enum { ORDER_MS = 300 };                    /* the order case */
 enum { STALL_BUCKETS = 1, STALL_SUM = 2 };
 #define SENTINEL (-7.0)
 
@@ -378,6 +384,82 @@ static ds_status overlap_steps(overlap *o)
     return DS_OK;
 }
 
+/* ---- order: a BatchNorm sum after the compute stream's earlier work ---- */
+
+/* On the compute stream: holds back the copy queued after it there. */
+static void CUDART_CB hold_compute(void *arg)
+{
+    (void)arg;
+    usleep(ORDER_MS * 1000);
+}
+
+/* sum_now must sum what the work queued before it on the compute stream
+ * leaves in the buffer (its sum stream waits for sum_ready, recorded on the
+ * compute stream), not what the buffer holds when the host calls it. Every
+ * rank fills the C2 moments with SENTINEL and synchronises, then queues on
+ * the compute stream a host function that sleeps ORDER_MS and a copy of
+ * rank + 1 into every moment, and calls sum_now at once: the sum read back
+ * must be n(n+1)/2 at every element. Without that wait the allreduce sums
+ * the SENTINELs while the compute stream sleeps, and the copy then
+ * overwrites them: rank + 1 is read back. The copy's event, queried after
+ * sum_now returned, shows that it was still pending when the sum was queued
+ * (else the case proves nothing). At 1 rank the allreduce in place is the
+ * identity and both orders give rank + 1 = 1: not checked. */
+static ds_status sum_order_with(overlap *o, void *src)
+{
+    const ds_backend *be = o->be;
+    const int rank = o->w->rank, n = o->w->size;
+    cudaStream_t compute = (cudaStream_t)be->native_queue(o->ctx);
+    for (size_t i = 0; i < C2; i++)
+        o->in_mom[i] = rank + 1;
+    DS_TRY(be->from_host(o->ctx, DS_F64, C2, o->in_mom, src));
+    for (size_t i = 0; i < C2; i++)
+        o->in_mom[i] = SENTINEL;
+    DS_TRY(be->from_host(o->ctx, DS_F64, C2, o->in_mom, o->mom));
+    DS_TRY(be->sync(o->ctx));
+    /* compute: <sleep ORDER_MS> copy [ready] [sum_ready] <wait sum_done> */
+    cudaError_t e = cudaLaunchHostFunc(compute, hold_compute, NULL);
+    if (e != cudaSuccess)
+        return DS_FAIL(DS_ERR_BACKEND, "cudaLaunchHostFunc on the compute stream: %s",
+                       cudaGetErrorString(e));
+    e = cudaMemcpyAsync(o->mom, src, C2 * sizeof(double), cudaMemcpyDeviceToDevice, compute);
+    if (e != cudaSuccess)
+        return DS_FAIL(DS_ERR_BACKEND, "cudaMemcpyAsync on the compute stream: %s",
+                       cudaGetErrorString(e));
+    DS_TRY(be->event_record(o->ctx, o->ready));
+    DS_TRY(o->t->ops->sum_now(o->t, o->mom, C2, DS_F64, "BatchNorm moments"));
+    int copied = 1;
+    DS_TRY(be->event_query(o->ready, &copied));
+    T_CHECK(!copied, "rank %d: order case: the copy held back %d ms had already run when sum_now "
+            "returned: the case shows nothing", rank, ORDER_MS);
+    DS_TRY(be->sync(o->ctx));
+    DS_TRY(be->to_host(o->ctx, DS_F64, C2, o->mom, o->in_mom));
+    const double tri = n * (n + 1) / 2.0;
+    long bad = 0, own = 0;
+    for (size_t i = 0; i < C2; i++) {
+        bad += o->in_mom[i] != tri;
+        own += o->in_mom[i] == rank + 1;
+    }
+    T_CHECK(bad == 0, "rank %d: order case: %ld of %d moments not %g, the sum of rank + 1 copied "
+            "in on the compute stream before sum_now (%ld hold this rank's %d: the sum ran before "
+            "the copy)", rank, bad, C2, tri, own, rank + 1);
+    return DS_OK;
+}
+
+static ds_status sum_order(overlap *o)
+{
+    if (o->w->size < 2) {
+        printf("rank %d: order case skipped: at 1 rank an in-place allreduce is the identity, so a "
+               "sum that ran before the compute stream's copy could not show\n", o->w->rank);
+        return DS_OK;
+    }
+    void *src = NULL;   /* [C2] F64: rank + 1 */
+    DS_TRY(o->be->alloc(o->ctx, DS_F64, C2, &src));
+    const ds_status st = sum_order_with(o, src);
+    o->be->release(o->ctx, src);
+    return st;
+}
+
 static void overlap_case(ds_world *w, const ds_backend *be, ds_ctx *ctx)
 {
     const int device = w->device < 0 ? 0 : w->device;
@@ -403,6 +485,10 @@ static void overlap_case(ds_world *w, const ds_backend *be, ds_ctx *ctx)
     if (st == DS_OK)
         st = overlap_steps(&o);
     T_CHECK(st == DS_OK, "overlap case: %s", ds_last_error());
+    if (st == DS_OK) {
+        st = sum_order(&o);
+        T_CHECK(st == DS_OK, "order case: %s", ds_last_error());
+    }
     if (o.t)
         o.t->ops->destroy(o.t);
     free(o.in);
