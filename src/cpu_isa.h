@@ -35,10 +35,6 @@ ds_cpu_isa ds_cpu_isa_chosen(void);
 /* "avx512", "avx2", "baseline", "neon". */
 const char *ds_cpu_isa_name(ds_cpu_isa isa);
 
-/* Whether this build has the set, and whether this host can run it. */
-int ds_cpu_isa_built(ds_cpu_isa isa);
-int ds_cpu_isa_runs(ds_cpu_isa isa);
-
 /* One line for `dstrain version` and bench's results: the set chosen and
  * why, and the sets this host runs, e.g. "avx2 (forced: DSTRAIN_CPU_ISA=avx2);
  * this CPU runs avx512 avx2 baseline". */

@@ -537,10 +537,11 @@ int ds_cli_bench(int argc, char **argv)
     const int configs = (a.batch_max ? 2 : a.n_batches) * a.n_precs * a.n_modes;
     const int spawn = !mpi && !a.child_out && configs > 1;
     if (w.rank == 0 && !a.child_out) {
-        char on[64];   /* the CPU's: which instruction set its ops run */
-        snprintf(on, sizeof on, "%s%s%s%s", a.base.run.device, strcmp(a.base.run.device, "cpu") ? "" : " (",
-                 strcmp(a.base.run.device, "cpu") ? "" : ds_cpu_isa_name(ds_cpu_isa_chosen()),
-                 strcmp(a.base.run.device, "cpu") ? "" : " ops)");
+        char on[64];   /* on the CPU: which instruction set its ops run */
+        if (strcmp(a.base.run.device, "cpu"))
+            snprintf(on, sizeof on, "%s", a.base.run.device);
+        else
+            snprintf(on, sizeof on, "cpu (%s ops)", ds_cpu_isa_name(ds_cpu_isa_chosen()));
         printf("# dstrain bench: %s on %s, %d warm-up + %d timed steps per configuration%s\n",
                a.base.run.model.name, on, a.base.warmup, a.base.steps,
                spawn ? ", each in a fresh process" : "");

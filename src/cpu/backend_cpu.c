@@ -1,6 +1,7 @@
 /* backend_cpu.c - the CPU backend: host memory and the float32/float64 op
  * tables of the instruction set chosen (cpu_isa.h), and the float16/bfloat16
- * ones that emulate a GPU's storage (ops_half.inc). It is the reference every other backend is checked against.
+ * ones that emulate a GPU's storage (ops_half.inc). It is the reference
+ * every other backend is checked against.
  * Every op runs to completion when called, so events are always complete
  * and the asynchronous copies are plain copies. */
 #include <stdatomic.h>
@@ -214,9 +215,7 @@ static const ds_ops *cpu_ops(ds_dtype t)
 
 static void cpu_describe(char *buf, size_t size)
 {
-    char isa[400];
-    ds_cpu_isa_describe(isa, sizeof isa);
-    snprintf(buf, size, "cpu:      %s\ncpu_kernels: %s", openblas_get_config(), isa);
+    snprintf(buf, size, "cpu:      %s", openblas_get_config());
 }
 
 static double now_ms(void)

@@ -48,11 +48,13 @@ const char *ds_cpu_isa_name(ds_cpu_isa isa)
     return isa >= 0 && isa < DS_ISA_COUNT ? names[isa] : "?";
 }
 
-int ds_cpu_isa_built(ds_cpu_isa isa) { return isa >= 0 && isa < DS_ISA_COUNT && tables[isa][0]; }
+/* Whether this build has the set. */
+static int built(ds_cpu_isa isa) { return isa >= 0 && isa < DS_ISA_COUNT && tables[isa][0]; }
 
-int ds_cpu_isa_runs(ds_cpu_isa isa)
+/* Whether this build has the set and this host can run it. */
+static int host_runs(ds_cpu_isa isa)
 {
-    if (!ds_cpu_isa_built(isa))
+    if (!built(isa))
         return 0;
     switch (isa) {
 #if defined(__x86_64__)
@@ -87,7 +89,7 @@ static void list_runs(char *buf, size_t size)
     size_t at = 0;
     buf[0] = '\0';
     for (size_t k = 0; k < sizeof by_width / sizeof *by_width; k++)
-        if (ds_cpu_isa_runs(by_width[k]) && at < size)
+        if (host_runs(by_width[k]) && at < size)
             at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? " " : "", names[by_width[k]]);
 }
 
@@ -99,7 +101,7 @@ static void choose(void)
     sel.st = DS_OK;
     /* the widest the host runs: the choice, and the tables behind a refusal */
     for (size_t k = 0; k < sizeof by_width / sizeof *by_width; k++)
-        if (ds_cpu_isa_runs(by_width[k])) {
+        if (host_runs(by_width[k])) {
             sel.isa = by_width[k];
             break;
         }
@@ -107,16 +109,16 @@ static void choose(void)
     if (!want || !*want || !strcmp(want, "auto"))
         return;
     /* aarch64's baseline is its NEON */
-    const char *as = !strcmp(want, "baseline") && ds_cpu_isa_built(DS_ISA_NEON) ? "neon" : want;
+    const char *as = !strcmp(want, "baseline") && built(DS_ISA_NEON) ? "neon" : want;
     for (int i = 0; i < DS_ISA_COUNT; i++) {
         if (strcmp(as, names[i]))
             continue;
-        if (!ds_cpu_isa_built(i)) {
+        if (!built(i)) {
             snprintf(sel.err, sizeof sel.err,
                      "DSTRAIN_CPU_ISA=%s: this build has no %s kernels (they are built on another "
                      "architecture); this CPU runs: %s (or unset DSTRAIN_CPU_ISA)", want, want, runs);
             sel.st = DS_ERR_UNSUPPORTED;
-        } else if (!ds_cpu_isa_runs(i)) {
+        } else if (!host_runs(i)) {
             snprintf(sel.err, sizeof sel.err,
                      "DSTRAIN_CPU_ISA=%s: this CPU cannot run the %s kernels; it runs: %s (or unset "
                      "DSTRAIN_CPU_ISA)", want, want, runs);
