@@ -277,11 +277,9 @@ static ds_status bn_reduce(ds_ctx *ctx, const ds_view *v, const int *len, const 
     const bool tiled = bn_tiled(v);
     const long groups = tiled ? (long)bn_tiles(v) : v->c;
     const long rows = v->n > 0 && v->p > 0 ? (long)v->n * v->p : 0;
-    const ds_reduce_split sp =
-        tiled ? ds_reduce_split_of(groups, rows, ctx->sms, DS_CUDA_PARTIALS, BN_SLOTS * TILE_C,
-                                   BN_MIN_ELEMS / TILE_C)
-              : ds_reduce_split_of(groups, rows, ctx->sms, DS_CUDA_PARTIALS, BN_SLOTS,
-                                   BN_MIN_ELEMS);
+    const long per_group = tiled ? TILE_C : 1;   /* channels a group sums */
+    const ds_reduce_split sp = ds_reduce_split_of(groups, rows, ctx->sms, DS_CUDA_PARTIALS,
+                                                  BN_SLOTS * per_group, BN_MIN_ELEMS / per_group);
     const unsigned blocks = (unsigned)(groups * sp.split);
     if (tiled)
         bn_reduce_tile<Op><<<blocks, dim3(TILE_C, TILE_R), 0, ctx->stream>>>(

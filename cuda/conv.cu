@@ -48,6 +48,7 @@
 #include <cstring>
 
 #include "ops_cuda.h"
+#include "partials.cuh"
 #include "reduce_split.h"
 
 /* ---------------------------------------------------------------- cache -- */
@@ -703,19 +704,6 @@ __global__ void conv_bias_pass1(const T *dy, int n, int co, long npos, int split
     }
 }
 
-/* Pass 2: db[o] += the split partial sums of channel o, in fixed order.
- * part [co*split], db [co]. */
-template <typename T> __global__ void conv_bias_pass2(const double *part, int split, T *db)
-{
-    const int o = blockIdx.x;
-    double acc = 0;
-    for (int k = threadIdx.x; k < split; k += blockDim.x)
-        acc += part[(size_t)o * split + k];
-    const double sum = conv_block_sum(acc);
-    if (threadIdx.x == 0)
-        db[o] = ds_round<T>((double)ds_wide(db[o]) + sum);
-}
-
 /* db [co] += sum of dy [n][co][ho][wo] over n, ho, wo, in double. The split
  * (reduce_split.h, the backend's one rule) depends only on the shape and the
  * device, so the order is fixed run to run. */
@@ -730,8 +718,8 @@ static ds_status conv_bias_grad(ds_ctx *ctx, const ds_conv_geom *g, const T *dy,
         dy, g->n, g->co, npos, (int)split, per, ctx->partials, db);
     DS_LAUNCHED();
     if (split > 1) {
-        conv_bias_pass2<T><<<(unsigned)g->co, DS_CUDA_BLOCK, 0, ctx->stream>>>(ctx->partials,
-                                                                              (int)split, db);
+        /* pass 2 (partials.cuh): db[o] += channel o's split partials */
+        ds_partials_add<T><<<(unsigned)g->co, 32, 0, ctx->stream>>>((int)split, ctx->partials, db);
         DS_LAUNCHED();
     }
     return DS_OK;

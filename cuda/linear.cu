@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "ops_cuda.h"
+#include "partials.cuh"
 #include "reduce_split.h"
 
 namespace {
@@ -194,21 +195,6 @@ __global__ void bias_grad(int m, int o, int split, long per, const T *__restrict
     }
 }
 
-/* Pass 2: grid (o), one warp a column; db [o] += the column's split
- * partials part [o][split], added in a fixed order and tree. */
-template <typename T>
-__global__ void __launch_bounds__(32)
-bias_grad_sum(int split, const double *__restrict__ part, T *__restrict__ db)
-{
-    const int col = blockIdx.x;
-    double s = 0;
-    for (int k = threadIdx.x; k < split; k += 32)
-        s += part[(size_t)col * split + k];
-    for (int d = 16; d > 0; d >>= 1)
-        s += __shfl_down_sync(0xffffffffu, s, d);
-    if (threadIdx.x == 0)
-        db[col] = ds_round<T>((double)ds_wide(db[col]) + s);
-}
 
 }   // namespace
 
@@ -269,8 +255,8 @@ ds_status cuda_linear_bwd(ds_ctx *ctx, int m, int k, int o, const void *x, const
             m, o, (int)sp.split, sp.per, (const T *)dy, ctx->partials, (T *)db);
         DS_LAUNCHED();
         if (sp.split > 1) {
-            bias_grad_sum<T><<<(unsigned)o, 32, 0, ctx->stream>>>((int)sp.split, ctx->partials,
-                                                                (T *)db);
+            ds_partials_add<T><<<(unsigned)o, 32, 0, ctx->stream>>>((int)sp.split, ctx->partials,
+                                                                  (T *)db);
             DS_LAUNCHED();
         }
     }

@@ -56,3 +56,8 @@ ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int 
     return (ds_conv_geom){n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, window_out(hi, kh, sh, ph),
                           window_out(wi, kw, sw, pw)};
 }
+
+ds_conv_geom ds_conv_geom_resized(const ds_conv_geom *g, int n, int hi)
+{
+    return ds_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
+}

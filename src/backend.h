@@ -62,6 +62,10 @@ typedef struct {
 ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
                              int ph, int pw);
 
+/* The same layer as g at n utterances of hi frames (a step's shape of a
+ * layer planned at its largest, and the reverse). */
+ds_conv_geom ds_conv_geom_resized(const ds_conv_geom *g, int n, int hi);
+
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;
 
 int ds_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */

@@ -94,12 +94,6 @@ static void conv_cases(const char *name, const conv_arg *a, int with_null_dx)
     p_scratch_reset();
 }
 
-/* The layer of g planned at n utterances of hi frames (its largest). */
-static ds_conv_geom conv_planned(const ds_conv_geom *g, int n, int hi)
-{
-    return ds_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
-}
-
 static void conv_all(void)
 {
     const ds_conv_geom g[] = {
@@ -121,10 +115,10 @@ static void conv_all(void)
      * (its algorithms reused, never searched again); DeepSpeech2's first
      * layer planned without dx, as the model plans it */
     const conv_arg step[] = {
-        {ds_conv_geom_of(1, 16, 37, 41, 16, 21, 11, 2, 1, 10, 5), conv_planned(&g[5], 3, 64), 1},
-        {ds_conv_geom_of(3, 16, 23, 41, 16, 21, 11, 2, 1, 10, 5), conv_planned(&g[5], 3, 64), 1},
-        {ds_conv_geom_of(2, 1, 63, 81, 16, 41, 11, 2, 2, 20, 5), conv_planned(&g[4], 3, 120), 0},
-        {ds_conv_geom_of(1, 1, 120, 81, 16, 41, 11, 2, 2, 20, 5), conv_planned(&g[4], 3, 120), 0},
+        {ds_conv_geom_of(1, 16, 37, 41, 16, 21, 11, 2, 1, 10, 5), ds_conv_geom_resized(&g[5], 3, 64), 1},
+        {ds_conv_geom_of(3, 16, 23, 41, 16, 21, 11, 2, 1, 10, 5), ds_conv_geom_resized(&g[5], 3, 64), 1},
+        {ds_conv_geom_of(2, 1, 63, 81, 16, 41, 11, 2, 2, 20, 5), ds_conv_geom_resized(&g[4], 3, 120), 0},
+        {ds_conv_geom_of(1, 1, 120, 81, 16, 41, 11, 2, 2, 20, 5), ds_conv_geom_resized(&g[4], 3, 120), 0},
     };
     const char *step_names[] = {"ds2 conv2 1x37 of 3x64", "ds2 conv2 3x23 of 3x64",
                                 "ds2 conv1 2x63 of 3x120", "ds2 conv1 1x120 of 3x120"};

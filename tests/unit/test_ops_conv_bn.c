@@ -366,13 +366,6 @@ static void test_conv(void)
     drop(X), drop(W), drop(B), drop(Y), drop(work);
 }
 
-/* The layer of plan at n utterances of hi frames. */
-static ds_conv_geom conv_resized(const ds_conv_geom *plan, int n, int hi)
-{
-    return ds_conv_geom_of(n, plan->ci, hi, plan->wi, plan->co, plan->kh, plan->kw, plan->sh,
-                           plan->sw, plan->ph, plan->pw);
-}
-
 static long conv_searches(void)
 {
     ds_backend_counters c;
@@ -434,11 +427,11 @@ static void conv_plan_check(ds_dtype t, double tol)
     void *work1 = up(t, NULL, op->conv2d_work(ctx, &first, 0));
     const long s1 = conv_searches();
     for (int k = 0; k < nshapes; k++) {
-        const ds_conv_geom g = conv_resized(&plan, nh[k][0], nh[k][1]);
+        const ds_conv_geom g = ds_conv_geom_resized(&plan, nh[k][0], nh[k][1]);
         conv_step_check(t, &g, 1, work, tol, what);
     }
     for (int k = 0; k < nshapes; k++) {
-        const ds_conv_geom g = conv_resized(&first, nh[k][0], nh[k][1] + 4);
+        const ds_conv_geom g = ds_conv_geom_resized(&first, nh[k][0], nh[k][1] + 4);
         conv_step_check(t, &g, 0, work1, tol, what);
     }
     const long s2 = conv_searches();
@@ -450,7 +443,7 @@ static void conv_plan_check(ds_dtype t, double tol)
 
     /* dx on the layer planned without it: refused on the GPU (no search) */
     if (gpu) {
-        const ds_conv_geom g = conv_resized(&first, 2, 30);
+        const ds_conv_geom g = ds_conv_geom_resized(&first, 2, 30);
         void *X = up(t, NULL, conv_nx(&g)), *W = up(t, NULL, conv_nw(&g));
         void *DY = up(t, NULL, conv_ny(&g)), *DX = up(t, NULL, conv_nx(&g));
         void *DW = up(t, NULL, conv_nw(&g)), *DB = up(t, NULL, g.co);
