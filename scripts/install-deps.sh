@@ -18,6 +18,7 @@ packages=(
   python3-torch python3-numpy python3-h5py   # PyTorch peer checks (/usr/bin/python3)
   gnuplot-nox                          # bench/plot, bench/scaling-report: PNG charts
   clang libclang-rt-dev                # scripts/fuzz.sh: libFuzzer lives in clang's runtime
+  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user   # scripts/cross-aarch64.sh (ctest cross_aarch64)
 )
 [ $# -eq 0 ] || packages=("$@")
 
