@@ -307,6 +307,21 @@ find_lib() {
   printf -v "${name}_inc" '%s' "$inc"; printf -v "${name}_lib" '%s' "$lib"; printf -v "${name}_how" '%s' "$how"
   [ -n "$inc" ] && [ -n "$lib" ]
 }
+# add_lib_dir DIR: DIR on LD_LIBRARY_PATH, unless the loader searches it
+# anyway (ld.so.conf, /lib, /usr/lib) or it is there already. A system folder
+# on LD_LIBRARY_PATH would come before the bundle's and mix two builds: on
+# Ubuntu 24.04, /usr/lib/x86_64-linux-gnu (cuDNN's) put that system's
+# libopen-rte and libpmix under the bundle's mpiexec, which crashed, and
+# gave PyTorch the system's cuDNN instead of its own.
+add_lib_dir() {
+  local dir=$1 d
+  [ -n "$dir" ] || return 0
+  for d in $(ldconfig -p 2>/dev/null | sed -n 's|.* => \(.*\)/[^/]*$|\1|p' | sort -u) /lib /usr/lib /lib64 /usr/lib64; do
+    [ "$(realpath -m "$d")" = "$(realpath -m "$dir")" ] && return 0
+  done
+  [[ ":${LD_LIBRARY_PATH:-}:" == *":$dir:"* ]] && return 0
+  export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
 header_version() {
   awk -v p="$2" '$1 == "#define" && $2 ~ "^" p "(MAJOR|MINOR|PATCH|PATCHLEVEL)$" { v[$2] = $3 }
     END { printf "%s.%s.%s", v[p "MAJOR"], v[p "MINOR"], (p "PATCH") in v ? v[p "PATCH"] : v[p "PATCHLEVEL"] }' "$1"
@@ -405,7 +420,7 @@ part_libs() {
     cudnn_so=$(link_unversioned cudnn "$cudnn_lib")
     set_info cudnn "$(header_version "$cudnn_inc/cudnn_version.h" CUDNN_) ($cudnn_how: $cudnn_lib)"
     cmake_libs+=(-DCUDNN_INCLUDE_DIR="$cudnn_inc" -DCUDNN_LIBRARY="$cudnn_so")
-    export LD_LIBRARY_PATH=$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    add_lib_dir "$cudnn_lib"
   else
     set_info cudnn "not found"; ok=1
   fi
@@ -413,7 +428,7 @@ part_libs() {
     nccl_so=$(link_unversioned nccl "$nccl_lib")
     set_info nccl "$(header_version "$nccl_inc/nccl.h" NCCL_) ($nccl_how: $nccl_lib)"
     cmake_libs+=(-DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_so")
-    [ "$nccl_lib" = "${cudnn_lib:-}" ] || export LD_LIBRARY_PATH=$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    add_lib_dir "$nccl_lib"
   else
     set_info nccl "not found"; ok=1
   fi
@@ -423,7 +438,7 @@ part_libs() {
     cupti_so=$(link_unversioned cupti "$cupti_lib")
     set_info cupti "API $(awk '$2 == "CUPTI_API_VERSION" { print $3 }' "$cupti_inc/cupti_version.h") ($cupti_how: $cupti_lib)"
     cmake_libs+=(-DCUPTI_INCLUDE_DIR="$cupti_inc" -DCUPTI_LIBRARY="$cupti_so")
-    export LD_LIBRARY_PATH=$cupti_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    add_lib_dir "$cupti_lib"
   else
     set_info cupti "not found: built without the kernel profile (--profile kernels)"
   fi
@@ -618,8 +633,10 @@ part_peer() {
   json=$(outf ds2-torch.json)
   timeout -k 5 "$(left)" "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null ||
     { fig="no CUDA PyTorch in $py"; return 1; }
+  # PyTorch loads its own CUDA libraries: none of the bundle's or this
+  # script's folders (a cuDNN older than PyTorch's is refused)
   # shellcheck disable=SC2086
-  timeout -k 10 "$(left)" "$py" "$repo/bench/pytorch_ds2.py" $TIMING_ARGS \
+  timeout -k 10 "$(left)" env -u LD_LIBRARY_PATH "$py" "$repo/bench/pytorch_ds2.py" $TIMING_ARGS \
     --impl eager,amp --out "$json" >"$work/peer.log" 2>&1
   rc=$?
   cat "$work/peer.log"

@@ -241,9 +241,11 @@ typedef struct ds_ops {
     ds_status (*rnn_fwd)(ds_ctx *, ds_rnn_plan *plan, int t, int n, const int *len_host,
                          const int *len, const void *x, const void *w, void *y,
                          void *reserve, void *work);
-    /* After rnn_fwd on the same x, w and reserve. dy [t][n][hidden] (frames past
-     * len ignored); dx [t][n][in] assigns; dw [layout.span] accumulates, in the
-     * layout of w. */
+    /* Once after each rnn_fwd on the same x, w and reserve: backward may
+     * overwrite the reserve (cuDNN's backward-data does, for ReLU cells), so
+     * a second backward needs a new forward. dy [t][n][hidden] (frames past
+     * len ignored); dx [t][n][in] assigns; dw [layout.span] accumulates, in
+     * the layout of w. */
     ds_status (*rnn_bwd)(ds_ctx *, ds_rnn_plan *plan, int t, int n, const int *len_host,
                          const int *len, const void *x, const void *w, const void *dy,
                          void *dx, void *dw, void *reserve, void *work);
@@ -256,7 +258,12 @@ typedef struct ds_ops {
      * d logits, zero past len[i] and for utterances with infinite loss
      * (zero_infinity). loss_scale [1] (scalar; NULL: 1) is read in backend
      * memory, where the optimizer's verdicts change it (dynamic loss scaling).
-     * work [ctc_work(...)]. */
+     * work [ctc_work(...)]. Labels outside [0, c) or equal to blank, and
+     * lengths outside their bounds: the cpu backend returns DS_ERR_ARG; the
+     * cuda backend, which would have to wait for the device to see them,
+     * gives that utterance a NaN loss and NaN dlogits (the step's finite
+     * check then skips the step). Data reach here checked: the loader
+     * refuses a file whose labels are not alphabet symbols. */
     ds_status (*ctc_loss)(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                           const int *len, const int *labels, const int *label_off,
                           const int *label_len, int max_label_len, double grad_scale,

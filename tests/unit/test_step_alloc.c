@@ -15,6 +15,8 @@
  * (cuDNN's Find, start-up only) unchanged.
  *
  * usage: test_step_alloc [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -55,12 +57,114 @@ static int note_blas(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* Where a failing step's allocations come from: while `recording`, each
+ * counted allocation's call stack is kept (static storage: the recorder
+ * itself must not allocate), and report_sources() prints them grouped by the
+ * library that called malloc and the nearest dstrain function above it. */
+enum { REC_MAX = 4096, REC_DEPTH = 24 };
+static void *rec_stack[REC_MAX][REC_DEPTH];
+static int rec_depth[REC_MAX];
+static atomic_int rec_n;
+static atomic_int recording;
+static __thread int in_hook;
+
+static void record(void)
+{
+    const int k = atomic_fetch_add(&rec_n, 1);
+    if (k < REC_MAX) {
+        in_hook = 1;   /* backtrace may allocate once, on its first use */
+        rec_depth[k] = backtrace(rec_stack[k], REC_DEPTH);
+        in_hook = 0;
+    }
+}
+
 /* Counts an allocation unless OpenBLAS's code asked for it. */
 static void count(void *caller)
 {
     uintptr_t at = (uintptr_t)caller;
-    if (!(at >= blas_lo && at < blas_hi))
-        atomic_fetch_add(&heap_allocs, 1);
+    if (in_hook || (at >= blas_lo && at < blas_hi))
+        return;
+    atomic_fetch_add(&heap_allocs, 1);
+    if (atomic_load(&recording))
+        record();
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = path ? strrchr(path, '/') : NULL;
+    return b ? b + 1 : path ? path : "?";
+}
+
+/* Whether a frame lies in the C or C++ runtime (not who asked). */
+static int in_runtime(const char *lib)
+{
+    static const char *const rt[] = {"libc.so", "libstdc++", "libgcc_s", "ld-linux", "libm.so"};
+    for (size_t i = 0; i < sizeof rt / sizeof *rt; i++)
+        if (strncmp(lib, rt[i], strlen(rt[i])) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    char lib[48], fn[80];
+    int count;
+} source;
+
+static void report_sources(void)
+{
+    static source src[256];
+    int ns = 0;
+    Dl_info self;
+    dladdr((void *)report_sources, &self);
+    const int n = atomic_load(&rec_n) < REC_MAX ? atomic_load(&rec_n) : REC_MAX;
+    for (int k = 0; k < n; k++) {
+        const char *lib = "(dstrain)", *fn = "(no dstrain frame)";
+        char fnbuf[80];
+        int lib_found = 0;
+        for (int d = 2; d < rec_depth[k]; d++) {   /* 0: record, 1: count */
+            Dl_info di;
+            if (!dladdr(rec_stack[k][d], &di))
+                continue;
+            const char *b = base_name(di.dli_fname);
+            if (!lib_found && !in_runtime(b) && di.dli_fbase != self.dli_fbase) {
+                lib = b;
+                lib_found = 1;
+            }
+            if (di.dli_fbase == self.dli_fbase && (d > 3 || lib_found)) {
+                if (di.dli_sname)
+                    fn = di.dli_sname;
+                else {
+                    snprintf(fnbuf, sizeof fnbuf, "+0x%lx",
+                             (unsigned long)((uintptr_t)rec_stack[k][d] - (uintptr_t)di.dli_fbase));
+                    fn = fnbuf;
+                }
+                break;
+            }
+        }
+        int i = 0;
+        while (i < ns && !(strncmp(src[i].lib, lib, sizeof src[i].lib - 1) == 0 &&
+                           strncmp(src[i].fn, fn, sizeof src[i].fn - 1) == 0))
+            i++;
+        if (i == ns) {
+            if (ns == (int)(sizeof src / sizeof *src))
+                continue;
+            snprintf(src[ns].lib, sizeof src[ns].lib, "%s", lib);
+            snprintf(src[ns].fn, sizeof src[ns].fn, "%s", fn);
+            src[ns++].count = 0;
+        }
+        src[i].count++;
+    }
+    for (int a = 0; a < ns; a++)   /* most first */
+        for (int b = a + 1; b < ns; b++)
+            if (src[b].count > src[a].count) {
+                source t = src[a];
+                src[a] = src[b];
+                src[b] = t;
+            }
+    printf("  where the step's %d recorded allocations come from (calling library, dstrain "
+           "function):\n", n);
+    for (int a = 0; a < ns && a < 30; a++)
+        printf("  %6d  %-40s %s\n", src[a].count, src[a].lib, src[a].fn);
 }
 
 void *malloc(size_t n)
@@ -126,6 +230,10 @@ int main(int argc, char **argv)
 {
     be = t_backend(argc > 1 ? argv[1] : NULL);
     dl_iterate_phdr(note_blas, NULL);
+    {   /* backtrace's first call loads libgcc_s: before anything is counted */
+        void *warm_bt[4];
+        backtrace(warm_bt, 4);
+    }
     T_CHECK(blas_hi > blas_lo, "OpenBLAS's code was not found among the loaded objects");
     ds_status st;
     counts warm = run(2, &st);   /* first-use costs of the libraries, once */
@@ -163,7 +271,10 @@ int main(int argc, char **argv)
         ds_backend_counters c0, c1;
         be->counters(ctx, &c0);
         const long h0 = atomic_load(&heap_allocs);
+        atomic_store(&rec_n, 0);
+        atomic_store(&recording, 1);
         T_OK(ds_stepper_launch(s, &bt, 1e-4));
+        atomic_store(&recording, 0);
         const long h1 = atomic_load(&heap_allocs);
         be->counters(ctx, &c1);
         ds_step_out out;
@@ -172,6 +283,8 @@ int main(int argc, char **argv)
                "%ld blocking reads\n", k + 1, out.loss, out.opt.grad_norm, h1 - h0,
                c1.allocs - c0.allocs, c1.to_host - c0.to_host);
         T_CHECK(h1 == h0, "step %d allocated %ld times on the heap", k + 1, h1 - h0);
+        if (h1 != h0 && k < 2)
+            report_sources();
         T_CHECK(c1.allocs == c0.allocs, "step %d allocated in the backend", k + 1);
         T_CHECK(c1.to_host == c0.to_host, "step %d made %ld blocking reads", k + 1, c1.to_host - c0.to_host);
         T_CHECK(c1.searches == c0.searches, "step %d made %ld algorithm searches", k + 1,
