@@ -42,7 +42,7 @@ static ds_status open_transport(ds_reducer *r)
     const ds_transport_cfg tc = {.world = c->world, .be = c->be, .ctx = c->ctx, .device = c->device,
                                  .dt = c->dt, .grads = c->grads, .n = c->n,
                                  .bucket_elems = c->bucket_elems, .sum_capacity = c->sum_capacity,
-                                 .force_staging = c->force_staging, .wire = c->wire};
+                                 .force_staging = c->force_staging, .wire = c->wire_set ? c->wire : c->dt};
     if (c->kind == DS_REDUCE_MPI)
         return ds_transport_mpi_create(&tc, &r->t);
 #ifdef DS_HAVE_NCCL

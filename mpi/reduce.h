@@ -41,7 +41,8 @@ typedef struct {
     size_t bucket_elems;
     size_t sum_capacity;      /* largest ds_reducer_sum (BatchNorm moments) */
     int force_staging;        /* MPI: stage through host buffers even on the CPU (tests) */
-    ds_dtype wire;            /* the dtype buckets are summed in across ranks (dt: as they are) */
+    ds_dtype wire;            /* with wire_set: the dtype buckets are summed in across ranks */
+    int wire_set;             /* 0 (as a zeroed config has it): summed in dt */
 } ds_reducer_cfg;
 
 ds_status ds_reducer_create(const ds_reducer_cfg *c, ds_reducer **out);

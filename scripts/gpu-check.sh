@@ -19,7 +19,7 @@ cd "$repo" || exit 1
 FIRST_PARTS="env libs build tests timing peer"
 SECOND_PARTS="env libs build precision sweep kernels mini memcheck multi"
 ALL_PARTS="env libs build tests timing peer precision sweep kernels mini memcheck multi"
-declare -A CAP=([env]=20 [libs]=40 [build]=120 [tests]=220 [timing]=70 [peer]=70
+declare -A CAP=([env]=20 [libs]=40 [build]=90 [tests]=150 [timing]=70 [peer]=140
                 [precision]=60 [sweep]=80 [kernels]=60 [mini]=70 [memcheck]=60 [multi]=60)
 # the second profile's build is incremental when the first's build-gpu is there
 CAP_SECOND_BUILD=90

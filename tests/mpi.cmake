@@ -16,3 +16,16 @@ add_test(NAME reduce_dtype_ranks
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_reduce_dtype.sh $<TARGET_FILE:dstrain>
                  ${CMAKE_CURRENT_BINARY_DIR}/reduce_dtype_ranks)
 set_tests_properties(reduce_dtype_ranks PROPERTIES TIMEOUT 300)
+
+# The gradient reducer sums in the gradients' dtype unless a wire dtype is
+# set (a zeroed config's wire is float32, the enum's 0): random FP64 and FP32
+# gradients on 1 and 2 ranks, bit for bit; then a float32 wire.
+add_executable(test_reducer_sum mpi/test_reducer_sum.c)
+target_link_libraries(test_reducer_sum PRIVATE dstrain_testutil)
+foreach(np 1 2)
+  add_test(NAME reducer_sum_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:test_reducer_sum>)
+  set_tests_properties(reducer_sum_np${np} PROPERTIES TIMEOUT 120 ENVIRONMENT
+                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

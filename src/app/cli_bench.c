@@ -261,6 +261,7 @@ static ds_bench_cfg config_of(const bench_args *a, int batch, ds_dtype prec, ds_
     ds_bench_cfg c = a->base;
     c.run.batch = batch;
     c.run.precision = c.run.reduce_dtype = prec;
+    c.run.reduce_dtype_set = 1;
     c.mode = mode;
     /* fp16 trains with a dynamic loss scale, as dstrain train does */
     c.run.optim.loss_scale = prec == DS_F16 ? 65536 : 1;

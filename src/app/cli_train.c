@@ -285,6 +285,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     if (o->progress == 2)
         o->progress = auto_progress();
     o->reduce_dtype = have_reduce ? reduce_dtype : o->precision;
+    o->reduce_dtype_set = 1;
     /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
     if (loss_scale < 0)
         loss_scale = o->precision == DS_F16 ? 0 : 1;

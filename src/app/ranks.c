@@ -67,7 +67,7 @@ ds_status ds_run_setup_ranks(run_state *r)
                                .n = ds_model_param_span(r->model), .bucket_elems = bucket ? bucket : 1,
                                .sum_capacity = sum_capacity(r->model),
                                .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL,
-                               .wire = o->reduce_dtype};
+                               .wire = o->reduce_dtype, .wire_set = o->reduce_dtype_set};
     DS_TRY(ds_reducer_create(&rc, &r->dist.reducer));
     r->dist.world = o->world;
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,

@@ -45,7 +45,8 @@ typedef struct {
     /* data parallelism: batch is per rank, the global batch is ranks x batch */
     ds_world *world;              /* NULL: one process */
     ds_reduce_kind allreduce;
-    ds_dtype reduce_dtype;        /* gradients are summed across ranks in this dtype */
+    ds_dtype reduce_dtype;        /* with reduce_dtype_set: gradients are summed across ranks in this dtype */
+    int reduce_dtype_set;         /* 0 (zeroed options): summed in the precision */
     double bucket_mb;             /* gradient bucket size (MiB) */
     long check_sync;              /* compare parameter checksums every K steps, 0: never */
     int local_bn;                 /* 1: BatchNorm statistics per rank (not synchronised) */

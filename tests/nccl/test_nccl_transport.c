@@ -226,11 +226,16 @@ static void compare(run *r)
         }
         if (ranks == 1) {   /* the sum of one rank is its input */
             make_inputs(r, s);
-            long moved = 0;
-            for (size_t i = 0; i < N; i++)
-                moved += at(r, a, GUARD + i) != (r->dt == DS_F32 ? (double)(float)r->in[GUARD + i]
-                                                                 : r->in[GUARD + i]);
-            T_CHECK(moved == 0, "%s %s step %d: one rank's sum changed %ld elements", tn, kind, s, moved);
+            long moved = 0, first = -1;
+            for (size_t i = 0; i < N; i++) {
+                const double want = r->dt == DS_F32 ? (double)(float)r->in[GUARD + i] : r->in[GUARD + i];
+                if (at(r, a, GUARD + i) != want && first < 0)
+                    first = (long)i;
+                moved += at(r, a, GUARD + i) != want;
+            }
+            T_CHECK(moved == 0, "%s %s step %d: one rank's sum changed %ld elements (the first, %ld: "
+                    "%.17g in, %.17g out)", tn, kind, s, moved, first,
+                    first < 0 ? 0.0 : r->in[GUARD + first], first < 0 ? 0.0 : at(r, a, GUARD + first));
         }
     }
 }

@@ -4,8 +4,11 @@
  * optimizer steps on both from the same parameters over the same batches:
  * every parameter and running statistic.
  *
- * usage: test_model_gpu_vs_cpu [BACKEND [DTYPE]]
- *        BACKEND default cuda; DTYPE float32 (default) or float64.
+ * usage: test_model_gpu_vs_cpu [BACKEND [DTYPE [MODEL_JSON]]]
+ *        BACKEND default cuda; DTYPE float32 (default), float64, float16 or
+ *        bfloat16; MODEL_JSON: one model of your own instead of the two
+ *        below (to find which layer a difference comes from).
+ *        DSTRAIN_TEST_LOSS_SCALE overrides FP16's static loss scale.
  *
  * The reference is always the cpu backend in float64. Both sides start from
  * the same parameters and statistics (drawn on the reference, rounded to the
@@ -131,7 +134,11 @@ static void side_free(side *s)
 /* The static loss scale of the tested side: fp16 gradients need one (as
  * training runs them) or the small ones flush to zero; a power of two, so
  * dividing it out on the host is exact. */
-static double loss_scale_of(ds_dtype dt) { return dt == DS_F16 ? 1024 : 1; }
+static double loss_scale_of(ds_dtype dt)
+{
+    const char *e = getenv("DSTRAIN_TEST_LOSS_SCALE");
+    return dt != DS_F16 ? 1 : e ? atof(e) : 1024;
+}
 
 static ds_status side_open(side *s, const ds_backend *be, ds_dtype dt, const ds_model_cfg *cfg,
                            const ds_model_limits *lim)
@@ -486,8 +493,9 @@ int main(int argc, char **argv)
 {
     const char *name = argc > 1 ? argv[1] : "cuda";
     dt_test = DS_F32;
-    if (argc > 3 || (argc > 2 && parse_dtype(argv[2], &dt_test))) {
-        fprintf(stderr, "usage: test_model_gpu_vs_cpu [BACKEND [float32|float64|float16|bfloat16]]\n");
+    if (argc > 4 || (argc > 2 && parse_dtype(argv[2], &dt_test))) {
+        fprintf(stderr, "usage: test_model_gpu_vs_cpu [BACKEND [float32|float64|float16|bfloat16 "
+                        "[MODEL_JSON]]]\n");
         return 2;
     }
     be_test = ds_backend_get(name);
@@ -518,6 +526,11 @@ int main(int argc, char **argv)
         tol_out = tol_batch;
     if (!be_test->ops(dt_test)) {
         T_CHECK(0, "backend %s has no %s ops", name, ds_dtype_name(dt_test));
+        return t_finish(__FILE__);
+    }
+    if (argc > 3) {
+        const mc_case own = {"the model given", argv[3]};
+        check_case(&own, 0);
         return t_finish(__FILE__);
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
