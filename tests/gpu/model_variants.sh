@@ -2,12 +2,17 @@
 # model_variants.sh - which layer a 16-bit difference between a backend and
 # the CPU's FP64 comes from: test_model_gpu_vs_cpu on variants of its GRU
 # model (each with one feature taken away or changed), in float16 and
-# bfloat16, printing each variant's gradient errors and its worst.
+# bfloat16, printing each variant's gradient errors and its worst. Run it
+# with BACKEND cpu too: the CPU's emulated 16-bit tables on the same
+# parameters and batch are the yardstick.
 #
-# usage: tests/gpu/model_variants.sh TEST_MODEL_GPU_VS_CPU [BACKEND]   (default cuda)
+# usage: tests/gpu/model_variants.sh TEST_MODEL_GPU_VS_CPU [BACKEND [CASE_INDEX]]
+#        BACKEND default cuda; CASE_INDEX (default 0): the parameters and
+#        batch of the test's built-in case of that index (1: the GRU's)
 set -uo pipefail
 bin=${1:?usage: model_variants.sh TEST_MODEL_GPU_VS_CPU [BACKEND]}
 backend=${2:-cuda}
+export DSTRAIN_TEST_CASE_INDEX=${3:-0}
 conv='"conv":[{"channels":4,"kernel_time":5,"kernel_freq":7,"stride_time":2,"stride_freq":2,"pad_time":2,"pad_freq":3},{"channels":3,"kernel_time":3,"kernel_freq":3,"stride_time":1,"stride_freq":1,"pad_time":1,"pad_freq":1}]'
 model() {   # RNN_JSON FC_HIDDEN
   printf '{"name":"variant","n_features":32,"n_classes":29,%s,"rnn":%s,"fc_hidden":%s,"bn_eps":1e-5,"bn_momentum":0.1}' \

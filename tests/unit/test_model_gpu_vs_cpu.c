@@ -8,7 +8,9 @@
  *        BACKEND default cuda; DTYPE float32 (default), float64, float16 or
  *        bfloat16; MODEL_JSON: one model of your own instead of the two
  *        below (to find which layer a difference comes from).
- *        DSTRAIN_TEST_LOSS_SCALE overrides FP16's static loss scale.
+ *        DSTRAIN_TEST_LOSS_SCALE overrides FP16's static loss scale;
+ *        DSTRAIN_TEST_CASE_INDEX (default 0) picks the parameters and batch
+ *        a model of one's own gets: those of the built-in case of that index.
  *
  * The reference is always the cpu backend in float64. Both sides start from
  * the same parameters and statistics (drawn on the reference, rounded to the
@@ -530,7 +532,8 @@ int main(int argc, char **argv)
     }
     if (argc > 3) {
         const mc_case own = {"the model given", argv[3]};
-        check_case(&own, 0);
+        const char *ci = getenv("DSTRAIN_TEST_CASE_INDEX");
+        check_case(&own, ci ? atoi(ci) : 0);
         return t_finish(__FILE__);
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

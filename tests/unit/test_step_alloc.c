@@ -105,14 +105,15 @@ static int vendor(const char *lib)
 
 static atomic_long vendor_allocs;
 
-/* The library that asked for an allocation: the first frame of stack (past
- * the hooks) outside the runtimes; NULL when that frame is dstrain's. */
+/* The library that asked for an allocation: the first frame of stack (which
+ * starts at malloc's caller) outside the runtimes; NULL when that frame is
+ * dstrain's. */
 static const char *asking_library(void *const *stack, int depth)
 {
     static Dl_info self;
     if (!self.dli_fbase)
         dladdr((void *)asking_library, &self);
-    for (int d = 2; d < depth; d++) {   /* 0: count, 1: malloc */
+    for (int d = 0; d < depth; d++) {
         Dl_info di;
         if (!dladdr(stack[d], &di))
             continue;
@@ -132,8 +133,17 @@ static void count(void *caller)
     if (in_hook || (at >= blas_lo && at < blas_hi))
         return;
     in_hook = 1;   /* backtrace and dladdr may allocate: not counted */
-    void *stack[REC_DEPTH];
-    const int depth = backtrace(stack, REC_DEPTH);
+    void *frames[REC_DEPTH];
+    const int all = backtrace(frames, REC_DEPTH);
+    /* the stack from malloc's caller on: the hooks may or may not have
+     * frames of their own (inlining), so find the caller's return address */
+    int from = 0;
+    while (from < all && frames[from] != caller)
+        from++;
+    if (from == all)
+        from = 0;
+    void *const *stack = frames + from;
+    const int depth = all - from;
     const char *lib = asking_library(stack, depth);
     in_hook = 0;
     if (lib && vendor(lib)) {
@@ -166,7 +176,7 @@ static void report_sources(void)
         const char *lib = "(dstrain)", *fn = "(no dstrain frame)";
         char fnbuf[80];
         int lib_found = 0;
-        for (int d = 2; d < rec_depth[k]; d++) {   /* 0: count, 1: malloc */
+        for (int d = 0; d < rec_depth[k]; d++) {   /* from malloc's caller */
             Dl_info di;
             if (!dladdr(rec_stack[k][d], &di))
                 continue;
@@ -175,7 +185,7 @@ static void report_sources(void)
                 lib = b;
                 lib_found = 1;
             }
-            if (di.dli_fbase == self.dli_fbase && (d > 3 || lib_found)) {
+            if (di.dli_fbase == self.dli_fbase) {   /* the nearest dstrain function */
                 if (di.dli_sname)
                     fn = di.dli_sname;
                 else {
