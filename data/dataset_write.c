@@ -83,7 +83,7 @@ static ds_status check_create_args(const char *path, const ds_feature_cfg *feat,
 
 static ds_status open_file(ds_dataset_writer *w)
 {
-    DS_TRY(ds_h5_create(w->tmp, &w->file));
+    DS_TRY(ds_h5_create_tmp(w->path, "feature file", w->tmp, sizeof w->tmp, &w->file));
     if (w->dtype == DS_F16)
         DS_TRY(ds_h5_half_type(&w->file_type));
     else if ((w->file_type = H5Tcopy(H5T_IEEE_F32LE)) < 0)
@@ -102,7 +102,6 @@ ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtyp
         return DS_FAIL(DS_ERR_MEM, "%s: writer", path);
     w->file = w->features = w->file_type = -1;
     snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
     w->feat = *feat;
     w->dtype = feature_dtype;
     w->n_features = ds_feature_dim(feat);

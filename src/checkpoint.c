@@ -126,12 +126,13 @@ static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
 
 ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     hid_t f;
-    /* built in memory, then written by ds_h5_save_mem: a full disk is an
-     * error naming the file, and path keeps the previous checkpoint */
-    DS_TRY(ds_h5_create_mem(tmp, &f));
+    /* built in memory, then written by ds_h5_save_mem to a new temporary
+     * file beside path and committed: a full disk is an error naming the
+     * file, and path keeps the previous checkpoint */
+    char label[1100];   /* names the file in memory only: nothing is opened there */
+    snprintf(label, sizeof label, "%s.in-memory", path);
+    DS_TRY(ds_h5_create_mem(label, &f));
     ds_status st = write_attrs(f, m, info);
     if (st == DS_OK)
         st = ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS);
@@ -147,12 +148,7 @@ ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const d
         ds_h5_close(f);
         return st;
     }
-    st = ds_h5_save_mem(f, tmp);
-    if (st != DS_OK) {
-        unlink(tmp);
-        return st;
-    }
-    return ds_file_commit(tmp, path);
+    return ds_h5_save_mem(f, path);
 }
 
 static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info)
@@ -455,6 +451,17 @@ ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
     return st;
 }
 
+/* A checkpoint's temporary file: "step-NNNNNNNN.h5" and ds_tmp_name's part. */
+static int partial_name(const char *name, long *step)
+{
+    char base[17];
+    if (strlen(name) != sizeof base - 1 + DS_TMP_SUFFIX_LEN)
+        return 0;
+    memcpy(base, name, sizeof base - 1);
+    base[sizeof base - 1] = '\0';
+    return step_name(base, ".h5", step) && ds_tmp_is_of(name, base);
+}
+
 ds_status ds_checkpoint_remove_partial(const char *dir, int *removed)
 {
     *removed = 0;
@@ -465,7 +472,7 @@ ds_status ds_checkpoint_remove_partial(const char *dir, int *removed)
     for (struct dirent *e; st == DS_OK && (e = readdir(d));) {
         long step;
         char path[4200];
-        if (!step_name(e->d_name, ".h5.tmp", &step))
+        if (!partial_name(e->d_name, &step))
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) != 0)

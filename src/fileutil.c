@@ -1,19 +1,21 @@
 /* fileutil.c - see fileutil.h. */
 #include "fileutil.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* fsync of a file or directory. */
+/* fsync of a file or directory (never through a link). */
 static ds_status sync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open to sync: %s", path, strerror(errno));
     int rc = fsync(fd);
@@ -25,6 +27,17 @@ static ds_status sync_path(const char *path)
 ds_status ds_file_commit(const char *tmp, const char *path)
 {
     char dir[4096];
+    struct stat sb;
+    /* a temporary file swapped for a link or anything else after it was
+     * written would become path: refused */
+    const int missing = lstat(tmp, &sb) != 0;
+    if (missing || !S_ISREG(sb.st_mode)) {
+        const int gone = missing && errno == ENOENT;
+        if (!gone)
+            unlink(tmp);
+        return DS_FAIL(DS_ERR_IO, "%s: the finished temporary file is %s: %s not replaced", tmp,
+                       gone ? "gone" : "no longer a regular file (replaced by someone?)", path);
+    }
     ds_status st = sync_path(tmp);
     if (st == DS_OK && rename(tmp, path) != 0)
         st = DS_FAIL(DS_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
@@ -36,12 +49,124 @@ ds_status ds_file_commit(const char *tmp, const char *path)
     return sync_path(dirname(dir));
 }
 
+/* Six random letters and digits after path into tmp [cap]. */
+static ds_status random_tmp(const char *path, const char *what, char *tmp, size_t cap)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[6];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return DS_FAIL(DS_ERR_IO, "%s: no random bytes for the %s's temporary name: %s", path,
+                       what, strerror(errno));
+    char x[7];
+    for (int k = 0; k < 6; k++)
+        x[k] = digits[r[k] % (sizeof digits - 1)];
+    x[6] = '\0';
+    if ((size_t)snprintf(tmp, cap, "%s.%s.tmp", path, x) >= cap)
+        return DS_FAIL(DS_ERR_ARG, "%s: path too long for the %s", path, what);
+    return DS_OK;
+}
+
+enum { TMP_TRIES = 64 };
+
+ds_status ds_tmp_name(const char *path, const char *what, char *tmp, size_t cap)
+{
+    struct stat sb;
+    for (int k = 0; k < TMP_TRIES; k++) {
+        DS_TRY(random_tmp(path, what, tmp, cap));
+        if (lstat(tmp, &sb) != 0 && errno == ENOENT)
+            return DS_OK;
+    }
+    return DS_FAIL(DS_ERR_IO, "%s: no free temporary name for the %s in %d tries", path, what,
+                   TMP_TRIES);
+}
+
+/* The exclusive creation of ds_tmp_create: the descriptor, or -1 with errno
+ * set (a failure to name is reported as EINVAL after the error is set). */
+static int create_excl(const char *path, const char *what, char *tmp, size_t cap)
+{
+    for (int k = 0; k < TMP_TRIES; k++) {
+        if (random_tmp(path, what, tmp, cap) != DS_OK) {
+            errno = EINVAL;
+            return -1;
+        }
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+ds_status ds_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd)
+{
+    *fd = create_excl(path, what, tmp, cap);
+    if (*fd >= 0)
+        return DS_OK;
+    if (errno == EEXIST)
+        return DS_FAIL(DS_ERR_IO, "%s: no free temporary name for the %s in %d tries", path, what,
+                       TMP_TRIES);
+    return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", tmp, what, strerror(errno));
+}
+
+int ds_tmp_is_of(const char *name, const char *base)
+{
+    const size_t n = strlen(name), b = strlen(base);
+    if (n != b + DS_TMP_SUFFIX_LEN || strncmp(name, base, b) != 0 || name[b] != '.' ||
+        strcmp(name + b + 7, ".tmp") != 0)
+        return 0;
+    for (size_t k = b + 1; k < b + 7; k++)
+        if (!isalnum((unsigned char)name[k]))
+            return 0;
+    return 1;
+}
+
+ds_status ds_file_open_stream(const char *path, int append, const char *what, FILE **f)
+{
+    *f = NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC),
+                  0644);
+    if (fd < 0) {
+        struct stat sb;
+        if (errno == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+            return DS_FAIL(DS_ERR_IO, "%s: the %s is a symbolic link: not written through (give "
+                           "the file it names, or another path)", path, what);
+        return DS_FAIL(DS_ERR_IO, "%s: cannot open the %s for writing: %s", path, what,
+                       strerror(errno));
+    }
+    *f = fdopen(fd, append ? "a" : "w");
+    if (!*f) {
+        const int err = errno;
+        close(fd);
+        return DS_FAIL(DS_ERR_IO, "%s: cannot write the %s: %s", path, what, strerror(err));
+    }
+    return DS_OK;
+}
+
+ds_status ds_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
+                                      const char *const *in_what, const char *const *in, int n)
+{
+    struct stat so, si;
+    if (!out || stat(out, &so) != 0)
+        return DS_OK;
+    for (int k = 0; k < n; k++)
+        if (in[k] && stat(in[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return DS_FAIL(DS_ERR_ARG, "%s: the %s %s is the %s %s: refusing to write over an "
+                           "input", cmd, out_what, out, in_what[k], in[k]);
+    return DS_OK;
+}
+
 ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t cap, FILE **f)
 {
-    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap)
-        return DS_FAIL(DS_ERR_ARG, "%s: path too long for the %s", path, what);
-    *f = fopen(tmp, "w");
-    return *f ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot write the %s: %s", tmp, what, strerror(errno));
+    int fd;
+    *f = NULL;
+    DS_TRY(ds_tmp_create(path, what, tmp, cap, &fd));
+    *f = fdopen(fd, "w");
+    if (*f)
+        return DS_OK;
+    const int err = errno;
+    close(fd);
+    unlink(tmp);
+    return DS_FAIL(DS_ERR_IO, "%s: cannot write the %s: %s", tmp, what, strerror(err));
 }
 
 ds_status ds_file_close_commit(FILE *f, const char *tmp, const char *path, const char *what)
@@ -91,10 +216,11 @@ ds_status ds_dir_ready(const char *dir, const char *what)
         return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", dir, what, strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return DS_FAIL(DS_ERR_IO, "%s: the %s is not a directory", dir, what);
-    /* access() would trust the mode bits; a real file says what a write will meet */
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/.dstrain-probe-%ld", dir, (long)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* access() would trust the mode bits; a real file says what a write
+     * will meet: a new one of a random name, never one planted there */
+    char base[4200], probe[4300];
+    snprintf(base, sizeof base, "%s/.dstrain-probe", dir);
+    int fd = create_excl(base, what, probe, sizeof probe);
     if (fd < 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot write in the %s: %s", dir, what, strerror(errno));
     const int ok = write(fd, "x", 1) == 1;

@@ -13,10 +13,35 @@
  * removed and path is untouched. */
 ds_status ds_file_commit(const char *tmp, const char *path);
 
-/* A text output written whole or not at all: *f opens tmp [cap] = path.tmp
- * for writing; ds_file_close_commit closes it, checking every write, and
- * commits it over path; ds_file_abandon closes and removes it. what names
- * the output in errors. */
+/* Temporary files are named "PATH.XXXXXX.tmp" (six random letters and
+ * digits) beside their destination, and created new: never a file or a
+ * link someone planted at the name (shared scratch and checkpoint folders).
+ * ds_tmp_name picks a name free when chosen (for a library that creates the
+ * file itself, exclusively); ds_tmp_create creates it (O_CREAT | O_EXCL |
+ * O_NOFOLLOW) and gives its descriptor. what names the output in errors. */
+#define DS_TMP_SUFFIX_LEN 11   /* ".XXXXXX.tmp" */
+ds_status ds_tmp_name(const char *path, const char *what, char *tmp, size_t cap);
+ds_status ds_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd);
+/* Whether name ends as a temporary file of ds_tmp_name does: base, then the
+ * random part and ".tmp". */
+int ds_tmp_is_of(const char *name, const char *base);
+
+/* Opens path to write a stream (a log) that is not replaced whole: created
+ * or truncated (append 0) or appended to, but never through a symbolic link
+ * (refused, naming it). */
+ds_status ds_file_open_stream(const char *path, int append, const char *what, FILE **f);
+
+/* Refuses (DS_ERR_ARG) an output that is the same file as one of the
+ * inputs (device and inode, whatever the names): cmd names the command,
+ * out_what and in_what[k] the roles. NULL inputs and outputs that do not
+ * exist yet are skipped. */
+ds_status ds_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
+                                      const char *const *in_what, const char *const *in, int n);
+
+/* A text output written whole or not at all: *f opens a temporary file
+ * tmp [cap] beside path (ds_tmp_create) for writing; ds_file_close_commit
+ * closes it, checking every write, and commits it over path;
+ * ds_file_abandon closes and removes it. what names the output in errors. */
 ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t cap, FILE **f);
 ds_status ds_file_close_commit(FILE *f, const char *tmp, const char *path, const char *what);
 void ds_file_abandon(FILE *f, const char *tmp);

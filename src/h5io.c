@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert.h"
+#include "fileutil.h"
 
 static hid_t mem_type(ds_dtype t)
 {
@@ -119,6 +121,30 @@ ds_status ds_h5_create(const char *path, hid_t *out)
     return DS_FAIL(DS_ERR_IO, "%s: cannot create HDF5 file (%s)%s", path, why, lock_hint(why));
 }
 
+ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t cap, hid_t *out)
+{
+    quiet();
+    char why[1024];
+    struct stat sb;
+    for (int k = 0; k < 16; k++) {
+        DS_TRY(ds_tmp_name(path, what, tmp, cap));
+        errno = 0;
+        *out = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+        if (*out >= 0)
+            return DS_OK;
+        const int err = errno;
+        ds_h5_reason(why, sizeof why);
+        /* taken since ds_tmp_name looked: another name; otherwise the file,
+         * if there, is the one this call created: removed */
+        if (err == EEXIST || strstr(why, "File exists"))
+            continue;
+        if (lstat(tmp, &sb) == 0 && S_ISREG(sb.st_mode))
+            unlink(tmp);
+        break;
+    }
+    return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s (%s)%s", tmp, what, why, lock_hint(why));
+}
+
 ds_status ds_h5_open(const char *path, int writable, hid_t *out)
 {
     quiet();
@@ -151,11 +177,12 @@ static size_t kill_after;
 
 void ds_h5_fault_kill_after(size_t bytes) { kill_after = bytes; }
 
+/* buf [n bytes] into a new temporary file beside path, committed over path. */
 static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    char tmp[4200];
+    int fd;
+    DS_TRY(ds_tmp_create(path, "HDF5 file", tmp, sizeof tmp, &fd));
     ds_status st = DS_OK;
     for (size_t done = 0; st == DS_OK && done < n;) {
         if (kill_after && done >= kill_after) {
@@ -169,12 +196,16 @@ static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
         else if (w < 0 && errno == EINTR)
             continue;
         else
-            st = DS_FAIL(DS_ERR_IO, "%s: write of %zu bytes at %zu: %s", path, n - done, done,
+            st = DS_FAIL(DS_ERR_IO, "%s: write of %zu bytes at %zu: %s", tmp, n - done, done,
                          w < 0 ? strerror(errno) : "no progress");
     }
     if (close(fd) != 0 && st == DS_OK)
-        st = DS_FAIL(DS_ERR_IO, "%s: close: %s", path, strerror(errno));
-    return st;
+        st = DS_FAIL(DS_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+    if (st != DS_OK) {
+        unlink(tmp);
+        return st;
+    }
+    return ds_file_commit(tmp, path);   /* removes tmp if it fails */
 }
 
 ds_status ds_h5_save_mem(hid_t file, const char *path)

@@ -17,11 +17,17 @@
  * the last failure) into buf [cap]; "HDF5 gave no reason" when empty. */
 const char *ds_h5_reason(char *buf, size_t cap);
 ds_status ds_h5_create(const char *path, hid_t *out);              /* truncates */
+/* A new HDF5 file at a temporary name beside path (fileutil.h's
+ * ds_tmp_name: tmp [cap] gets it), created exclusively (H5F_ACC_EXCL: never
+ * through a file or link planted at the name); ds_file_commit moves it over
+ * path once complete. what names the output in errors. */
+ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t cap, hid_t *out);
 ds_status ds_h5_open(const char *path, int writable, hid_t *out);
 ds_status ds_h5_close(hid_t file);
 /* A file that lives in memory (name only labels it), and its image written
- * to path by our own writes, which closes it: a full disk is a clean error
- * naming path, never an HDF5 file left half-closed. */
+ * by our own writes to a new temporary file beside path and committed over
+ * path, which closes it: a full disk is a clean error naming path (which
+ * keeps what it held), never an HDF5 file left half-closed. */
 ds_status ds_h5_create_mem(const char *name, hid_t *out);
 ds_status ds_h5_save_mem(hid_t file, const char *path);
 /* For the fault tests only: the next file write stops the process with

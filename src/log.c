@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "fileutil.h"
+
 static int print_rank;
 static int bar_shown;   /* a progress bar, without newline, is on the console's line */
 
@@ -41,8 +43,7 @@ ds_status ds_log_open(ds_log *l, const char *path, int append)
     if (!path || !*path)
         return DS_OK;
     snprintf(l->path, sizeof l->path, "%s", path);
-    l->f = fopen(path, append ? "a" : "w");
-    return l->f ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot open the metrics log for writing", path);
+    return ds_file_open_stream(path, append, "metrics log", &l->f);
 }
 
 const char *ds_json_num(double v, char *buf)

@@ -26,6 +26,12 @@ add_test(NAME faults_bad_steps
 add_test(NAME faults_resume
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_resume.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
+# Files that cannot be turned against their owner (issue 26): links planted
+# at temporary names, outputs over inputs, two runs in one checkpoint folder.
+add_test(NAME faults_safe_files
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_safe_files.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
 set_tests_properties(faults_bad_input faults_full_disk faults_preempt faults_bad_steps faults_resume
+                     faults_safe_files
                      PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

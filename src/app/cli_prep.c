@@ -162,8 +162,11 @@ static ds_status run_prep(prep_args *a, int rank, int size, int local)
     ds_prep_stats s;
     char part[1200], stage[1200];
     /* The result is staged beside --out and replaces it only once complete
-     * and not empty: a failed prep never destroys a good feature file. */
-    snprintf(stage, sizeof stage, "%s.new", a->out);
+     * and not empty: a failed prep never destroys a good feature file. The
+     * stage's name is new and random (the writer reaches it by rename). */
+    const char *in_what[] = {"source"}, *in[] = {a->source};
+    DS_TRY(ds_refuse_output_over_input("prep", "feature file (--out)", a->out, in_what, in, 1));
+    DS_TRY(ds_tmp_name(a->out, "feature file", stage, sizeof stage));
     DS_TRY(!strcmp(a->kind, "librispeech") ? ds_prep_scan_librispeech(a->source, &l)
                                            : ds_prep_scan_manifest(a->source, &l));
     if (a->o.threads <= 0) {

@@ -12,6 +12,7 @@
 #include "cli_flags.h"
 #include "convert.h"
 #include "ds_layout.h"
+#include "fileutil.h"
 #include "pt_file.h"
 
 enum { O_PYTORCH = 256, O_MODEL, O_CONFIG, O_PRECISION };
@@ -178,7 +179,10 @@ int ds_cli_export(int argc, char **argv)
         fprintf(stderr, "dstrain export: need CHECKPOINT.h5 and OUT.pt (see dstrain export --help)\n");
         return 2;
     }
-    ds_status st = run_export(argv[optind], argv[optind + 1]);
+    const char *in_what[] = {"checkpoint"}, *in[] = {argv[optind]};
+    ds_status st = ds_refuse_output_over_input("export", "state_dict", argv[optind + 1], in_what, in, 1);
+    if (st == DS_OK)
+        st = run_export(argv[optind], argv[optind + 1]);
     return st == DS_OK ? 0 : ds_cli_fail("export", st);
 }
 
@@ -403,6 +407,9 @@ int ds_cli_import(int argc, char **argv)
     ds_model_cfg cfg;
     if (ds_cli_load_model(config ? NULL : preset ? preset : "ds2", config, &cfg))
         return 1;
-    ds_status st = run_import(argv[optind], argv[optind + 1], &cfg, dt);
+    const char *in_what[] = {"state_dict"}, *in[] = {argv[optind]};
+    ds_status st = ds_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 1);
+    if (st == DS_OK)
+        st = run_import(argv[optind], argv[optind + 1], &cfg, dt);
     return st == DS_OK ? 0 : ds_cli_fail("import", st);
 }

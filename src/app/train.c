@@ -22,6 +22,7 @@
 void ds_run_close(run_state *r)
 {
     ds_log_close(&r->log);
+    ds_dir_lock_release(&r->ckpt_lock);
     ds_run_close_data(r);
     ds_run_close_ranks(r);
     ds_stepper_destroy(r->stepper);
@@ -109,6 +110,8 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     DS_TRY(describe_run(r));
     if (r->rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
+        /* before anything in it is removed or chosen to resume from */
+        DS_TRY(ds_dir_lock_take(o->checkpoint_dir, "checkpoint directory", &r->ckpt_lock));
         int removed;
         if (ds_checkpoint_remove_partial(o->checkpoint_dir, &removed) != DS_OK) {
             /* harmless where it stays: a resume never chooses it */
@@ -116,7 +119,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
             ds_clear_error();
         }
         if (removed)
-            ds_print("removed %d partial checkpoint%s (step-N.h5.tmp) left by a save cut short\n",
+            ds_print("removed %d partial checkpoint%s (step-N.h5.*.tmp) left by a save cut short\n",
                      removed, removed == 1 ? "" : "s");
     }
     if (o->resume)
@@ -297,10 +300,22 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
     return DS_OK;
 }
 
+/* The metrics log must not be one of the run's inputs (opening it would
+ * empty that file), whatever name it is given by. */
+static ds_status check_log_is_no_input(const ds_train_opts *o)
+{
+    const char *what[] = {"training features (--train)", "validation features (--val)",
+                          "checkpoint to resume (--resume)"};
+    const char *in[] = {o->train_path, o->val_path,
+                        o->resume && strcmp(o->resume, "auto") != 0 ? o->resume : NULL};
+    return ds_refuse_output_over_input("train", "metrics log (--log)", o->log_path, what, in, 3);
+}
+
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
 {
     memset(res, 0, sizeof *res);
     res->val_cer = res->val_wer = res->val_loss = res->last_cer = -1;
+    DS_TRY(check_log_is_no_input(o));
     run_state r;
     ds_status st;
     ds_stop_signals_install();

@@ -4,6 +4,7 @@
 #ifndef DS_TRAIN_RUN_H
 #define DS_TRAIN_RUN_H
 
+#include "dirlock.h"
 #include "filter.h"
 #include "progress.h"
 #include "rng.h"
@@ -32,6 +33,7 @@ typedef struct {
     ds_launched pending;        /* the loop reads each step after launching the next */
     ds_scorer *scorer;
     ds_log log;
+    ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
     ds_feature_cfg feat;
     /* HDF5 data */
     ds_dataset *train, *val;

@@ -46,10 +46,15 @@ ds_status ds_pt_zip_create(const char *path, const char *prefix, ds_pt_zip_write
         free(w);
         return DS_FAIL(DS_ERR_ARG, "%s: path or record folder too long", path);
     }
-    /* libzip writes PATH.tmp (through its own temporary name) on close;
-     * ds_file_commit then fsyncs it and renames it over path */
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    w->z = zip_open(w->tmp, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    /* libzip writes our temporary name (through its own) on close, which
+     * must not exist before (ZIP_EXCL); ds_file_commit then fsyncs it and
+     * renames it over path */
+    ds_status st = ds_tmp_name(path, "zip", w->tmp, sizeof w->tmp);
+    if (st != DS_OK) {
+        free(w);
+        return st;
+    }
+    w->z = zip_open(w->tmp, ZIP_CREATE | ZIP_EXCL, &err);
     if (!w->z) {
         free(w);
         return DS_FAIL(DS_ERR_IO, "%s: cannot create the zip (%s)", path,

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Files that cannot be turned against their owner (issue 26, first part),
+# each case as a user of a shared scratch or checkpoint folder could meet
+# it, against real writers on real files:
+# - links planted at the temporary names writers once used (OUT.h5.tmp,
+#   OUT.h5.new, OUT.h5.new.tmp, step-N.h5.tmp, bench's OUT.tmp) leave their
+#   target untouched, and the output is a regular file;
+# - a link swapped in for every temporary file while prep writes: the target
+#   stays untouched and the output never becomes a link;
+# - a --log that is a symbolic link is refused, naming it;
+# - an output that is one of the command's inputs, by any name, is refused
+#   and the input kept: train --log over --train, prep --out over its
+#   manifest, export and import onto their own input;
+# - two runs in one checkpoint folder: the second is refused, naming the
+#   first's host and process; once the first is gone, --resume auto goes on.
+# usage: test_safe_files.sh DSTRAIN PYTHON
+set -uo pipefail
+bin=$(readlink -f "$1") py=$2
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+. "$(dirname "$0")/../lib/checks.sh"
+
+victim=$work/victim
+printf "the user's own file\n" > "$victim"
+vsum=$(sha256sum < "$victim")
+victim_kept() { [ "$(sha256sum < "$victim")" = "$vsum" ] && [ ! -L "$victim" ]; }
+regular() { [ -f "$1" ] && [ ! -L "$1" ]; }
+
+mkdir -p "$work/feat"
+"$py" "$(dirname "$0")/../lib/tones.py" "$work/feat"
+cd "$work/feat" || exit 1
+
+# --- prep: links at the old temporary names
+for n in out.h5.tmp out.h5.new out.h5.new.tmp; do ln -s "$victim" "$n"; done
+out=$("$bin" prep manifest ok.csv --out out.h5 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && victim_kept && regular out.h5 && "$bin" info out.h5 >/dev/null 2>&1; then ok
+else bad "prep beside planted links: exit $rc, victim kept: $(victim_kept && echo yes || echo no), out.h5: $(ls -l out.h5): $out"; fi
+rm -f out.h5.tmp out.h5.new out.h5.new.tmp
+
+# --- prep while every new temporary file is swapped for a link
+( while :; do
+    for f in "$work"/feat/*.tmp; do
+      [ -e "$f" ] && [ ! -L "$f" ] && rm -f "$f" && ln -s "$victim" "$f"
+    done
+  done ) &
+pids+=($!)
+swapper=$!
+for k in 1 2 3 4 5; do
+  "$bin" prep manifest ok.csv --out raced.h5 --quiet >"$work/raced.out" 2>&1
+  rc=$?
+  if ! victim_kept || [ -L raced.h5 ]; then break; fi
+done
+kill "$swapper" 2>/dev/null; wait "$swapper" 2>/dev/null
+if victim_kept && [ ! -L raced.h5 ]; then ok
+else bad "prep with its temporary files swapped for links: victim kept: $(victim_kept && echo yes || echo no), raced.h5: $(ls -l raced.h5 2>&1): $(cat "$work/raced.out")"; fi
+echo "prep racing a link-swapper: last exit $rc ($(head -c 200 "$work/raced.out"))"
+rm -f ./*.tmp
+
+# --- train: links at step-N.h5.tmp and the log's; checkpoints are regular files
+mkdir -p "$work/ck"
+for s in 2 4; do ln -s "$victim" "$work/ck/$(printf 'step-%08d.h5.tmp' "$s")"; done
+out=$("$bin" train --model tiny --synthetic --steps 4 --checkpoint-every 2 --print-every 0 \
+        --checkpoint-dir "$work/ck" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && victim_kept && regular "$work/ck/step-00000004.h5" && \
+   "$bin" info "$work/ck/step-00000004.h5" 2>&1 | grep -q "^verified:"; then ok
+else bad "train beside planted step-N.h5.tmp links: exit $rc: $out"; fi
+
+# --- a --log that is a link is refused
+ln -s "$victim" "$work/log.jsonl"
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log "$work/log.jsonl" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && victim_kept && grep -q "symbolic link" <<<"$out"; then ok
+else bad "train --log LINK: exit $rc, victim kept: $(victim_kept && echo yes || echo no): $out"; fi
+
+# --- bench --out with a link at the old temporary name
+ln -s "$victim" "$work/bj.json.tmp"
+out=$("$bin" bench --model tiny --steps 2 --warmup 1 --out "$work/bj.json" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && victim_kept && regular "$work/bj.json"; then ok
+else bad "bench --out beside a planted link: exit $rc: $out"; fi
+
+# --- outputs over inputs, by the same name and by another (a hard link)
+cp out.h5 x.h5
+ln x.h5 x-again.h5
+xsum=$(sha256sum < x.h5)
+for log in x.h5 x-again.h5 ./x.h5; do
+  out=$("$bin" train --model tiny --train x.h5 --steps 1 --log "$log" 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && [ "$(sha256sum < x.h5)" = "$xsum" ] && grep -q "refusing to write over an input" <<<"$out"; then ok
+  else bad "train --train x.h5 --log $log: exit $rc, x.h5 changed: $([ "$(sha256sum < x.h5)" = "$xsum" ] && echo no || echo yes): $out"; fi
+done
+msum=$(sha256sum < ok.csv)
+out=$("$bin" prep manifest ok.csv --out ok.csv --quiet 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$(sha256sum < ok.csv)" = "$msum" ] && grep -q "refusing to write over an input" <<<"$out"; then ok
+else bad "prep manifest ok.csv --out ok.csv: exit $rc: $out"; fi
+csum=$(sha256sum < "$work/ck/step-00000004.h5")
+out=$("$bin" export --pytorch "$work/ck/step-00000004.h5" "$work/ck/step-00000004.h5" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$(sha256sum < "$work/ck/step-00000004.h5")" = "$csum" ] && \
+   grep -q "refusing to write over an input" <<<"$out"; then ok
+else bad "export onto its own checkpoint: exit $rc: $out"; fi
+if "$bin" export --pytorch "$work/ck/step-00000004.h5" "$work/m.pt" >/dev/null 2>&1; then
+  psum=$(sha256sum < "$work/m.pt")
+  out=$("$bin" import --pytorch "$work/m.pt" "$work/m.pt" --model tiny 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && [ "$(sha256sum < "$work/m.pt")" = "$psum" ] && \
+     grep -q "refusing to write over an input" <<<"$out"; then ok
+  else bad "import onto its own state_dict: exit $rc: $out"; fi
+else bad "export --pytorch to m.pt failed"; fi
+
+# --- two runs in one checkpoint folder
+mkdir -p "$work/shared"
+DSTRAIN_FAULT=slow:0:1-100000 "$bin" train --model tiny --synthetic --steps 100000 \
+  --checkpoint-every 1000 --print-every 0 --checkpoint-dir "$work/shared" >"$work/first.out" 2>&1 &
+first=$!
+pids+=("$first")
+for _ in $(seq 100); do grep -q "process $first" "$work/shared/.dstrain.lock" 2>/dev/null && break; sleep 0.1; done
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --checkpoint-dir "$work/shared" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "another run holds this checkpoint directory" <<<"$out" && \
+   grep -q "process $first" <<<"$out" && grep -q "host $(hostname)" <<<"$out"; then ok
+else bad "a second run in a held checkpoint folder: exit $rc: $out"; fi
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --checkpoint-dir "$work/shared" \
+        --resume auto 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "another run holds" <<<"$out"; then ok
+else bad "--resume auto in a held checkpoint folder: exit $rc: $out"; fi
+kill -9 "$first" 2>/dev/null; wait "$first" 2>/dev/null
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --checkpoint-dir "$work/shared" \
+        --resume auto 2>&1); rc=$?
+if [ "$rc" -eq 0 ]; then ok
+else bad "after the holder was killed, the folder stayed locked: exit $rc: $out"; fi
+
+echo "test_safe_files: $pass passed, $fail failed"; [ "$fail" -eq 0 ]
