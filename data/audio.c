@@ -6,12 +6,59 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 /* Frames read per sf_readf_float call, and the first buffer's size in
  * frames (a minute at 16 kHz; longer files grow it by doubling). */
 #define DS_AUDIO_CHUNK 65536
 #define DS_AUDIO_INITIAL (1 << 20)
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A RIFF WAVE file whose data chunk claims more bytes than the file holds
+ * is truncated: libsndfile reads what is there and says nothing, so the
+ * chunk headers are read here (size: the file's bytes). Other formats, and
+ * a data size of 0xFFFFFFFF (a stream's "unknown"), pass. */
+static ds_status check_wav_length(const char *path, off_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return DS_FAIL(DS_ERR_IO, "%s: %s", path, strerror(errno));
+    unsigned char h[12], c[8], fmt[16];
+    ds_status st = DS_OK;
+    uint32_t rate = 0, align = 0;
+    if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, "RIFF", 4) || memcmp(h + 8, "WAVE", 4))
+        goto done;
+    for (off_t at = 12; at + 8 <= size;) {
+        if (fseeko(f, at, SEEK_SET) != 0 || fread(c, 1, sizeof c, f) != sizeof c)
+            break;
+        const uint32_t n = le32(c + 4);
+        if (!memcmp(c, "fmt ", 4) && n >= sizeof fmt && fread(fmt, 1, sizeof fmt, f) == sizeof fmt) {
+            rate = le32(fmt + 4);
+            align = (uint32_t)fmt[12] | (uint32_t)fmt[13] << 8;
+        }
+        if (!memcmp(c, "data", 4)) {
+            const off_t have = size - (at + 8);
+            if (n != UINT32_MAX && (off_t)n > have) {
+                char secs[96] = "";
+                if (rate && align)
+                    snprintf(secs, sizeof secs, " (%.2f s; %.3f s present)",
+                             (double)n / align / rate, (double)have / align / rate);
+                st = DS_FAIL(DS_ERR_IO, "%s: truncated: its header says %lu bytes of audio, the "
+                             "file holds %lld%s", path, (unsigned long)n, (long long)have, secs);
+            }
+            break;
+        }
+        at += 8 + (off_t)n + (n & 1);
+    }
+done:
+    fclose(f);
+    return st;
+}
 
 /* Opens path for reading; a missing file gets the system's reason rather
  * than libsndfile's generic one. */
@@ -22,6 +69,7 @@ static ds_status open_sound(const char *path, SNDFILE **sf, SF_INFO *info)
         return DS_FAIL(DS_ERR_IO, "%s: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode))
         return DS_FAIL(DS_ERR_IO, "%s: not a regular file", path);
+    DS_TRY(check_wav_length(path, sb.st_size));
     memset(info, 0, sizeof *info);   /* format 0: libsndfile detects it */
     *sf = sf_open(path, SFM_READ, info);
     if (!*sf)

@@ -11,6 +11,14 @@
 
 #define MAX_REPORTED 10   /* per kind of problem; the rest are only counted */
 
+/* A UTF-8 byte order mark opening a text file (editors on Windows write
+ * one) is not part of its first line's id or path. */
+static void drop_bom(char *line, long lineno)
+{
+    if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3))
+        memmove(line, line + 3, strlen(line + 3) + 1);
+}
+
 static ds_status add_item(ds_prep_list *l, const char *id, const char *audio, const char *text)
 {
     if (l->n == l->cap) {
@@ -127,6 +135,7 @@ static ds_status read_trans(const char *path, ds_prep_list *l)
     while (st == DS_OK && getline(&line, &cap, f) > 0) {
         lineno++;
         line[strcspn(line, "\r\n")] = '\0';
+        drop_bom(line, lineno);
         char *sp = strchr(line, ' ');
         if (!*line)
             continue;
@@ -283,6 +292,7 @@ ds_status ds_prep_scan_manifest(const char *csv, ds_prep_list *out)
     while (st == DS_OK && getline(&line, &cap, f) > 0) {
         lineno++;
         line[strcspn(line, "\r\n")] = '\0';
+        drop_bom(line, lineno);
         if (!*line || (lineno == 1 && (!strncmp(line, "wav_filename,", 13) ||
                                        !strncmp(line, "audio_path,", 11))))
             continue;

@@ -1,6 +1,7 @@
 /* log.c - see log.h. */
 #include "log.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -44,6 +45,19 @@ ds_status ds_log_open(ds_log *l, const char *path, int append)
         return DS_OK;
     snprintf(l->path, sizeof l->path, "%s", path);
     return ds_file_open_stream(path, append, "metrics log", &l->f);
+}
+
+/* The line just written reached the file, or the system's reason why not
+ * (the flush's errno: a full disk, a file that takes no writes, ...). */
+static ds_status flushed(ds_log *l)
+{
+    errno = 0;
+    const int failed = fflush(l->f) != 0 || ferror(l->f);
+    if (!failed)
+        return DS_OK;
+    const int err = errno ? errno : EIO;
+    clearerr(l->f);
+    return DS_FAIL(DS_ERR_IO, "%s: writing the metrics log failed: %s", l->path, strerror(err));
 }
 
 const char *ds_json_num(double v, char *buf)
@@ -96,9 +110,7 @@ ds_status ds_log_step(ds_log *l, const ds_step_metrics *m)
     }
     put_num(l->f, "samples_per_s", m->samples_per_s, 1);
     fputs("}\n", l->f);
-    if (fflush(l->f) != 0 || ferror(l->f))
-        return DS_FAIL(DS_ERR_IO, "%s: write failed (disk full?)", l->path);
-    return DS_OK;
+    return flushed(l);
 }
 
 ds_status ds_log_raw(ds_log *l, const char *json)
@@ -106,9 +118,7 @@ ds_status ds_log_raw(ds_log *l, const char *json)
     if (!l->f)
         return DS_OK;
     fprintf(l->f, "%s\n", json);
-    if (fflush(l->f) != 0 || ferror(l->f))
-        return DS_FAIL(DS_ERR_IO, "%s: write failed (disk full?)", l->path);
-    return DS_OK;
+    return flushed(l);
 }
 
 void ds_log_close(ds_log *l)

@@ -12,7 +12,10 @@
 #   and the input kept: train --log over --train, prep --out over its
 #   manifest, export and import onto their own input;
 # - two runs in one checkpoint folder: the second is refused, naming the
-#   first's host and process; once the first is gone, --resume auto goes on.
+#   first's host and process; once the first is gone, --resume auto goes on;
+# - a WAV shorter than its header says is refused (prep names it); a UTF-8
+#   byte order mark before a manifest's first line is dropped; a log that
+#   takes no writes reports the system's reason.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -103,6 +106,35 @@ if "$bin" export --pytorch "$work/ck/step-00000004.h5" "$work/m.pt" >/dev/null 2
      grep -q "refusing to write over an input" <<<"$out"; then ok
   else bad "import onto its own state_dict: exit $rc: $out"; fi
 else bad "export --pytorch to m.pt failed"; fi
+
+# --- a WAV whose header promises 3.79 s and holds 30 ms is refused, named,
+# not prepped as a 3-frame utterance with the whole transcript
+"$py" - "$work/feat" <<'PY'
+import math, struct, sys, wave
+d = sys.argv[1]
+with wave.open(f"{d}/long.wav", "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"".join(struct.pack("<h", int(3000 * math.sin(i / 9))) for i in range(60640)))
+data = open(f"{d}/long.wav", "rb").read()
+open(f"{d}/cut.wav", "wb").write(data[:44 + 960])
+PY
+printf 'tone0.wav,hello world\ncut.wav,the whole transcript of a long utterance\n' > cut.csv
+out=$("$bin" prep manifest cut.csv --out cut.h5 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "cut.wav: truncated: its header says 121280 bytes" <<<"$out" && \
+   grep -q "wrote 1 utterances" <<<"$out"; then ok
+else bad "a truncated WAV: exit $rc: $out"; fi
+
+# --- a UTF-8 byte order mark before a manifest's first line is not part of its path
+printf '\xef\xbb\xbftone1.wav,hello world\n' > bom.csv
+out=$("$bin" prep manifest bom.csv --out bom.h5 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "wrote 1 utterances" <<<"$out"; then ok
+else bad "a manifest opening with a BOM: exit $rc: $out"; fi
+
+# --- a log that takes no writes says the system's reason, not a guess
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log /proc/version 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -Eq "/proc/version: (writing the metrics log failed|cannot open the metrics log for writing): " <<<"$out" && \
+   ! grep -q "disk full" <<<"$out"; then ok
+else bad "--log /proc/version: exit $rc: $out"; fi
 
 # --- two runs in one checkpoint folder
 mkdir -p "$work/shared"
