@@ -111,11 +111,13 @@ static ds_status reserve(const char *path, float **buf, sf_count_t cap, int chan
  * truncated or corrupt file); one of unknown length is read to its end. The
  * buffer grows as frames arrive, so a header claiming an absurd length
  * fails as truncated instead of allocating it up front. */
-static ds_status read_frames(const char *path, SNDFILE *sf, const SF_INFO *info, float **buf,
-                             sf_count_t *got)
+static ds_status read_frames(const char *path, SNDFILE *sf, const SF_INFO *info,
+                             sf_count_t max_frames, float **buf, sf_count_t *got)
 {
     int known = info->frames != SF_COUNT_MAX;
     sf_count_t limit = info->frames;   /* SF_COUNT_MAX when unknown */
+    if (!known && max_frames > 0)      /* one frame past the limit tells it was passed */
+        limit = max_frames + 1;
     sf_count_t cap = limit < DS_AUDIO_INITIAL ? limit : DS_AUDIO_INITIAL;
     *got = 0;
     DS_TRY(reserve(path, buf, cap, info->channels));
@@ -136,6 +138,10 @@ static ds_status read_frames(const char *path, SNDFILE *sf, const SF_INFO *info,
     if (err != SF_ERR_NO_ERROR)
         return DS_FAIL(DS_ERR_IO, "%s: read error after %lld frames: %s", path, (long long)*got,
                        sf_error_number(err));
+    if (!known && max_frames > 0 && *got > max_frames)
+        return DS_FAIL(DS_ERR_IO, "%s: longer than %.0f s of audio (its length is not in its "
+                       "header); raise --max-duration or split the file", path,
+                       (double)max_frames / info->samplerate);
     if (known && *got < info->frames)
         return DS_FAIL(DS_ERR_IO, "%s: truncated: %lld of %lld frames readable", path,
                        (long long)*got, (long long)info->frames);
@@ -160,6 +166,12 @@ static void downmix(float *buf, long n, int channels)
 
 ds_status ds_audio_read(const char *path, int expect_rate, float **samples, long *n)
 {
+    return ds_audio_read_max(path, expect_rate, 0, samples, n);
+}
+
+ds_status ds_audio_read_max(const char *path, int expect_rate, double max_s, float **samples,
+                            long *n)
+{
     *samples = NULL;
     *n = 0;
     SNDFILE *sf = NULL;
@@ -170,7 +182,13 @@ ds_status ds_audio_read(const char *path, int expect_rate, float **samples, long
     ds_status st;
     int close_err;
     DS_TRY_GOTO(st, check_info(path, &info, expect_rate), out);
-    DS_TRY_GOTO(st, read_frames(path, sf, &info, &buf, &got), out);
+    const sf_count_t max_frames = max_s > 0 ? (sf_count_t)(max_s * expect_rate) : 0;
+    if (max_frames > 0 && info.frames != SF_COUNT_MAX && info.frames > max_frames) {
+        st = DS_FAIL(DS_ERR_IO, "%s: %.1f s of audio, longer than --max-duration %.0f s; raise "
+                     "it or split the file", path, (double)info.frames / expect_rate, max_s);
+        goto out;
+    }
+    DS_TRY_GOTO(st, read_frames(path, sf, &info, max_frames, &buf, &got), out);
     downmix(buf, (long)got, info.channels);
 out:
     close_err = sf_close(sf);

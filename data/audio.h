@@ -14,4 +14,15 @@
  * and *n 0. */
 ds_status ds_audio_read(const char *path, int expect_rate, float **samples, long *n);
 
+/* ds_audio_read, refusing (DS_ERR_IO, naming the file and its length)
+ * audio longer than max_s seconds (0: no limit) before its memory is
+ * taken, or as soon as a file of unknown length passes it. */
+ds_status ds_audio_read_max(const char *path, int expect_rate, double max_s, float **samples,
+                            long *n);
+
+/* The default --max-duration of prep and transcribe, in seconds: far past
+ * LibriSpeech's longest utterance (35 s), far short of what an hour of
+ * audio would take in memory. */
+#define DS_AUDIO_MAX_DURATION_S 300.0
+
 #endif

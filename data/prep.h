@@ -34,6 +34,7 @@ typedef struct {
     ds_unknown_policy on_unknown;
     int threads;
     int progress;               /* 1: progress bar, 0: plain lines, -1: quiet */
+    double max_duration_s;      /* longer audio is refused (0: no limit) */
 } ds_prep_opts;
 
 typedef struct {

@@ -67,7 +67,8 @@ static void features_of(worker *w, const ds_prep_item *it, result *r)
 {
     float *audio = NULL;
     long n = 0;
-    if (ds_audio_read(it->audio, w->o->feat.sample_rate, &audio, &n) != DS_OK)
+    if (ds_audio_read_max(it->audio, w->o->feat.sample_rate, w->o->max_duration_s, &audio, &n) !=
+        DS_OK)
         return fail_with(r, R_BAD_AUDIO);
     const int dim = ds_feature_dim(&w->o->feat);
     r->frames = (int)ds_feature_frames(&w->o->feat, n);

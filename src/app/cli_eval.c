@@ -101,12 +101,13 @@ int ds_cli_eval(int argc, char **argv)
 }
 
 /* Features of one audio file, normalised as in training: malloc'd *x [*frames][dim]. */
-static ds_status featurize(const char *path, const ds_ckpt_info *info, float **x, int *frames)
+static ds_status featurize(const char *path, const ds_ckpt_info *info, double max_s, float **x,
+                           int *frames)
 {
     float *audio = NULL;
     long n = 0;
     ds_featurizer *fz = NULL;
-    DS_TRY(ds_audio_read(path, info->feat.sample_rate, &audio, &n));
+    DS_TRY(ds_audio_read_max(path, info->feat.sample_rate, max_s, &audio, &n));
     const int dim = ds_feature_dim(&info->feat);
     *frames = (int)ds_feature_frames(&info->feat, n);
     *x = malloc((size_t)*frames * dim * sizeof **x);
@@ -120,7 +121,26 @@ static ds_status featurize(const char *path, const ds_ckpt_info *info, float **x
     return st;
 }
 
-static ds_status transcribe_one(const char *ckpt, const char *path)
+/* A file name on transcribe's AUDIO<TAB>TEXT lines: a tab, newline or other
+ * control character in it is written as an escape (\t, \n, \xHH, and a
+ * backslash as \\), so that one line stays one file. */
+static void print_name(const char *path)
+{
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p == '\\')
+            fputs("\\\\", stdout);
+        else if (*p == '\t')
+            fputs("\\t", stdout);
+        else if (*p == '\n')
+            fputs("\\n", stdout);
+        else if (*p < 0x20 || *p == 0x7f)
+            printf("\\x%02x", *p);
+        else
+            putchar(*p);
+    }
+}
+
+static ds_status transcribe_one(const char *ckpt, const char *path, double max_s)
 {
     ds_model_cfg cfg;
     ds_dtype dt;
@@ -137,7 +157,7 @@ static ds_status transcribe_one(const char *ckpt, const char *path)
     if (info.norm == DS_NORM_GLOBAL)   /* the file's statistics are not in the checkpoint yet */
         return DS_FAIL(DS_ERR_UNSUPPORTED, "%s: trained with --norm global; transcribe supports "
                                            "utterance and none", ckpt);
-    DS_TRY_GOTO(st, featurize(path, &info, &x, &frames), out);
+    DS_TRY_GOTO(st, featurize(path, &info, max_s, &x, &frames), out);
     if (ds_config_out_frames(&cfg, frames) < 1) {
         st = DS_FAIL(DS_ERR_ARG, "%s: %d frames is too short for the model", path, frames);
         goto out;
@@ -162,7 +182,8 @@ static ds_status transcribe_one(const char *ckpt, const char *path)
     DS_TRY_GOTO(st, ds_model_logits(m, logits), out);
     int n = ds_ctc_greedy(logits, t, cfg.n_classes, cfg.n_classes, DS_BLANK, labels);
     ds_labels_to_text(labels, n, text);
-    printf("%s\t%s\n", path, text);
+    print_name(path);
+    printf("\t%s\n", text);
 out:
     free(text);
     free(labels);
@@ -173,12 +194,15 @@ out:
     return st;
 }
 
-enum { O_CKPT = 256 };
+enum { O_CKPT = 256, O_MAX_DURATION };
 
 static const ds_flag transcribe_flags[] = {
     DS_FLAG_OPERAND("AUDIO...", "audio files libsndfile reads (WAV, FLAC, ...) at the "
                                 "checkpoint's sample rate (16 kHz)"),
     DS_FLAG_ARG(O_CKPT, "checkpoint", "C.h5", NULL, "the checkpoint (`dstrain train`)"),
+    DS_FLAG_ARG(O_MAX_DURATION, "max-duration", "S", "300",
+                "a file longer than S seconds is refused, named, before its memory is taken; "
+                "0: no limit"),
     DS_FLAG_END};
 
 const ds_flag_cmd ds_cli_transcribe_cmd = {
@@ -193,14 +217,19 @@ const ds_flag_cmd ds_cli_transcribe_cmd = {
 int ds_cli_transcribe(int argc, char **argv)
 {
     const char *ckpt = NULL;
+    double max_s = DS_AUDIO_MAX_DURATION_S;
     int c;
     ds_flags fl;
     if ((c = ds_flags_begin(&fl, &ds_cli_transcribe_cmd, argc, argv)) != DS_FLAGS_GO)
         return c;
     while ((c = ds_flags_next(&fl)) != -1) {
-        if (c != O_CKPT)
+        if (c == O_CKPT)
+            ckpt = optarg;
+        else if (c == O_MAX_DURATION) {
+            if (ds_cli_num("transcribe", "max-duration", optarg, 0, 1e7, &max_s))
+                return 2;
+        } else
             return ds_flags_unhandled(&fl, c);
-        ckpt = optarg;
     }
     if (!ckpt || optind >= argc) {
         fprintf(stderr, "dstrain transcribe: need --checkpoint C.h5 and at least one audio file\n");
@@ -209,7 +238,7 @@ int ds_cli_transcribe(int argc, char **argv)
     int failed = 0;
     for (int i = optind; i < argc; i++) {
         ds_clear_error();
-        ds_status st = transcribe_one(ckpt, argv[i]);
+        ds_status st = transcribe_one(ckpt, argv[i], max_s);
         if (st != DS_OK)
             failed = ds_cli_fail("transcribe", st);
     }

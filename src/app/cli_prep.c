@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audio.h"
 #include "cli.h"
 #include "cli_flags.h"
 #include "dataset_verify.h"
@@ -15,7 +16,7 @@
 #include "prep.h"
 
 enum { O_OUT = 256, O_FEATURES, O_N_MELS, O_N_MFCC, O_DTYPE, O_ON_UNKNOWN, O_THREADS, O_QUIET,
-       O_VERIFY };
+       O_VERIFY, O_MAX_DURATION };
 
 static const ds_flag prep_flags[] = {
     DS_FLAG_OPERAND("librispeech ROOT",
@@ -32,6 +33,9 @@ static const ds_flag prep_flags[] = {
                 "characters outside the alphabet: drop-char | skip-utterance | error"),
     DS_FLAG_ARG(O_THREADS, "threads", "N", "the host's cores over its ranks",
                 "worker threads per rank"),
+    DS_FLAG_ARG(O_MAX_DURATION, "max-duration", "S", "300",
+                "audio longer than S seconds is refused, named, before its memory is taken "
+                "(LibriSpeech's longest utterance: 35 s); 0: no limit"),
     DS_FLAG_SWITCH(O_QUIET, "quiet", "no progress output"),
     DS_FLAG_ARG(O_VERIFY, "verify", "FILE.h5", NULL,
                 "prepare nothing: read every dataset of FILE.h5 in full (checksums), check every "
@@ -62,6 +66,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
     a->o.feat = ds_feature_defaults();
     a->o.dtype = DS_F16;
     a->o.progress = isatty(2) ? 1 : 0;
+    a->o.max_duration_s = DS_AUDIO_MAX_DURATION_S;
     int c;
     double v;
     ds_flags fl;
@@ -92,6 +97,11 @@ static int parse_prep(int argc, char **argv, prep_args *a)
             if (ds_cli_num("prep", "threads", optarg, 1, 4096, &v))
                 return 2;
             a->o.threads = (int)v;
+            break;
+        case O_MAX_DURATION:
+            if (ds_cli_num("prep", "max-duration", optarg, 0, 1e7, &v))
+                return 2;
+            a->o.max_duration_s = v;
             break;
         case O_QUIET: a->o.progress = -1; break;
         case O_VERIFY: a->verify = optarg; break;

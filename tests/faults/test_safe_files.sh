@@ -15,7 +15,9 @@
 #   first's host and process; once the first is gone, --resume auto goes on;
 # - a WAV shorter than its header says is refused (prep names it); a UTF-8
 #   byte order mark before a manifest's first line is dropped; a log that
-#   takes no writes reports the system's reason.
+#   takes no writes reports the system's reason; audio past --max-duration
+#   is refused by prep and transcribe, naming its length; transcribe
+#   escapes a newline in a file name.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -123,6 +125,25 @@ out=$("$bin" prep manifest cut.csv --out cut.h5 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "cut.wav: truncated: its header says 121280 bytes" <<<"$out" && \
    grep -q "wrote 1 utterances" <<<"$out"; then ok
 else bad "a truncated WAV: exit $rc: $out"; fi
+
+# --- audio past --max-duration is refused, named, with its length, before
+# its memory is taken; transcribe escapes a newline in a file name
+printf 'long.wav,a long one\ntone0.wav,hello world\n' > long.csv
+out=$("$bin" prep manifest long.csv --out long.h5 --max-duration 2 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "long.wav: 3.8 s of audio, longer than --max-duration 2 s" <<<"$out" && \
+   grep -q "wrote 1 utterances" <<<"$out"; then ok
+else bad "prep --max-duration 2: exit $rc: $out"; fi
+if "$bin" train --model tiny --train out.h5 --steps 1 --print-every 0 --checkpoint-dir "$work/tck" \
+     >/dev/null 2>&1; then
+  tck=$(ls "$work"/tck/step-*.h5 | tail -1)
+  out=$("$bin" transcribe --checkpoint "$tck" --max-duration 2 long.wav 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "long.wav: 3.8 s of audio, longer than --max-duration 2 s" <<<"$out"; then ok
+  else bad "transcribe --max-duration 2: exit $rc: $out"; fi
+  cp tone0.wav "$(printf 'two\nlines.wav')"
+  out=$("$bin" transcribe --checkpoint "$tck" "$(printf 'two\nlines.wav')" 2>/dev/null); rc=$?
+  if [ "$rc" -eq 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q '^two\\nlines.wav	' <<<"$out"; then ok
+  else bad "transcribe of a name with a newline: exit $rc: $out"; fi
+else bad "train on out.h5 for the transcribe checks failed"; fi
 
 # --- a UTF-8 byte order mark before a manifest's first line is not part of its path
 printf '\xef\xbb\xbftone1.wav,hello world\n' > bom.csv
