@@ -123,8 +123,10 @@ static ds_status parse_fc(const cJSON *arr, const char *src, ds_model_cfg *c)
     c->n_fc = cJSON_GetArraySize(arr);
     for (int i = 0; i < c->n_fc; i++) {
         const cJSON *v = cJSON_GetArrayItem(arr, i);
-        if (!cJSON_IsNumber(v) || v->valueint < 1 || v->valuedouble != (double)v->valueint)
-            return DS_FAIL(DS_ERR_ARG, "%s: fc_hidden[%d] must be a positive integer", src, i);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > DS_MAX_FC_SIZE ||
+            v->valuedouble != (double)v->valueint)
+            return DS_FAIL(DS_ERR_ARG, "%s: fc_hidden[%d] must be an integer in 1..%d", src, i,
+                           DS_MAX_FC_SIZE);
         c->fc_hidden[i] = v->valueint;
     }
     return DS_OK;

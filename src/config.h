@@ -9,6 +9,7 @@
 
 #define DS_MAX_CONV 8
 #define DS_MAX_FC 8
+#define DS_MAX_FC_SIZE 65536   /* units of one hidden FC layer (rnn.hidden: 16384) */
 
 /* One conv layer; time is the first spatial axis, frequency the second. */
 typedef struct {

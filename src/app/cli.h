@@ -22,9 +22,10 @@ int ds_cli_export(int argc, char **argv);
 int ds_cli_import(int argc, char **argv);
 extern const ds_flag_cmd ds_cli_export_cmd, ds_cli_import_cmd;
 
-/* --model NAME or --config FILE into cfg; prints the error and returns 1 on
- * failure. */
-int ds_cli_load_model(const char *preset, const char *config_file, ds_model_cfg *cfg);
+/* --model NAME or --config FILE into cfg; prints the error as dstrain cmd's
+ * and returns 1 on failure. */
+int ds_cli_load_model(const char *cmd, const char *preset, const char *config_file,
+                      ds_model_cfg *cfg);
 /* Whole-string number in [lo, hi] (NaN refused) for --flag of dstrain cmd;
  * prints the error and returns -1 otherwise. */
 int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);

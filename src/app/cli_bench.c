@@ -251,7 +251,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
     if (b->dist == DS_LEN_LIBRISPEECH && !have_frames)
         b->run.max_frames = 1700;
     b->run.reduce_dtype = DS_F32;   /* set per precision */
-    return ds_cli_load_model(preset, config, &b->run.model);
+    return ds_cli_load_model("bench", preset, config, &b->run.model);
 }
 
 /* ---- one configuration ---- */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "build_info.h"
@@ -63,14 +64,19 @@ int ds_cli_fail(const char *cmd, ds_status st)
     return 1;
 }
 
-int ds_cli_load_model(const char *preset, const char *config_file, ds_model_cfg *cfg)
+int ds_cli_load_model(const char *cmd, const char *preset, const char *config_file,
+                      ds_model_cfg *cfg)
 {
     ds_status st;
-    if (config_file)
+    struct stat sb;
+    if (config_file && stat(config_file, &sb) == 0 && !S_ISREG(sb.st_mode))
+        st = DS_FAIL(DS_ERR_ARG, "%s: %s, not a model config (a JSON file)", config_file,
+                     S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    else if (config_file)
         st = ds_config_load_file(config_file, cfg);
     else
         st = ds_config_preset(preset ? preset : "tiny", cfg);
-    return st == DS_OK ? 0 : ds_cli_fail("model", st);
+    return st == DS_OK ? 0 : ds_cli_fail(cmd, st);
 }
 
 ds_status ds_cli_checkpoint_model(const char *ckpt, const ds_model_limits *lim, ds_ctx **ctx,

@@ -129,7 +129,7 @@ int ds_cli_info(int argc, char **argv)
         if (strstr(a, ".h5") || strstr(a, ".hdf5"))
             return info_h5(a);
         int is_file = strchr(a, '/') || strstr(a, ".json");
-        if (ds_cli_load_model(is_file ? NULL : a, is_file ? a : NULL, &c))
+        if (ds_cli_load_model("info", is_file ? NULL : a, is_file ? a : NULL, &c))
             return 1;
         describe(&c);
         return 0;

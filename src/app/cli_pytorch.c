@@ -405,7 +405,7 @@ int ds_cli_import(int argc, char **argv)
         return 2;
     }
     ds_model_cfg cfg;
-    if (ds_cli_load_model(config ? NULL : preset ? preset : "ds2", config, &cfg))
+    if (ds_cli_load_model("import", config ? NULL : preset ? preset : "ds2", config, &cfg))
         return 1;
     const char *in_what[] = {"state_dict"}, *in[] = {argv[optind]};
     ds_status st = ds_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 1);

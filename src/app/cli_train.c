@@ -298,7 +298,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     o->optim.loss_scale_window = loss_scale > 0 ? 0 : (long)window;
     /* synthetic runs default to 100 steps; data runs to --epochs (1) */
     o->steps = steps >= 0 ? steps : (o->epochs > 0 || o->train_path ? 0 : 100);
-    return ds_cli_load_model(preset, config, &o->model);
+    return ds_cli_load_model("train", preset, config, &o->model);
 }
 
 /* Ends the job when a rank fails while others may be waiting on it. */

@@ -17,7 +17,9 @@
 #   byte order mark before a manifest's first line is dropped; a log that
 #   takes no writes reports the system's reason; audio past --max-duration
 #   is refused by prep and transcribe, naming its length; transcribe
-#   escapes a newline in a file name.
+#   escapes a newline in a file name; a config's fc_hidden of 2^62 is
+#   refused with its bound; info of a folder or a device says what it is,
+#   as dstrain info.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -156,6 +158,18 @@ out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log /pro
 if [ "$rc" -ne 0 ] && grep -Eq "/proc/version: (writing the metrics log failed|cannot open the metrics log for writing): " <<<"$out" && \
    ! grep -q "disk full" <<<"$out"; then ok
 else bad "--log /proc/version: exit $rc: $out"; fi
+
+# --- sizes a config can dictate are bounded where it is read; messages name
+# the command that was run and what the argument is
+printf '{"name":"x","conv":[{"channels":4,"kernel_time":5,"kernel_freq":7}],"rnn":{"type":"gru","hidden":8,"layers":1},"fc_hidden":[4611686018427387904]}' > "$work/big.json"
+out=$("$bin" train --config "$work/big.json" --synthetic --steps 1 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "^dstrain train: .*fc_hidden\[0\] must be an integer in 1..65536" <<<"$out"; then ok
+else bad "fc_hidden of 2^62: exit $rc: $out"; fi
+for arg in "$work" /dev/zero; do
+  out=$("$bin" info "$arg" 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "^dstrain info: .*$arg: \(a directory\|not a regular file\), not a model config" <<<"$out"; then ok
+  else bad "info $arg: exit $rc: $out"; fi
+done
 
 # --- two runs in one checkpoint folder
 mkdir -p "$work/shared"
