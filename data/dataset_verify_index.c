@@ -167,6 +167,31 @@ static ds_status check_sums(const ds_verify_ctx *c)
     return st;
 }
 
+static int by_id_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two utterances share an id (a prep refuses them; a file written
+ * otherwise may hold them). */
+static ds_status check_unique_ids(const ds_verify_ctx *c)
+{
+    const ds_dataset *d = c->d;
+    const char **ids = malloc((size_t)d->n * sizeof *ids);
+    if (!ids)
+        return DS_FAIL(DS_ERR_MEM, "%s: %ld ids to sort", c->path, d->n);
+    for (long i = 0; i < d->n; i++)
+        ids[i] = d->ids[i];
+    qsort(ids, (size_t)d->n, sizeof *ids, by_id_ptr);
+    ds_status st = DS_OK;
+    for (long i = 1; i < d->n && st == DS_OK; i++)
+        if (!strcmp(ids[i], ids[i - 1]))
+            st = DS_FAIL(DS_ERR_IO, "%s: dataset /utterances/id: id %s is given to more than one "
+                         "utterance", c->path, ids[i]);
+    free(ids);
+    return st;
+}
+
 ds_status ds_verify_index(ds_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
@@ -174,6 +199,7 @@ ds_status ds_verify_index(ds_verify_ctx *c)
         return DS_FAIL(DS_ERR_IO, "%s: dataset /utterances/frame_offset: no utterances", c->path);
     DS_TRY(check_spans(c));
     DS_TRY(check_text(c));
+    DS_TRY(check_unique_ids(c));
     for (int j = 0; j < d->n_features; j++)
         c->sum->constant_features += d->std[j] == 0;
     return check_sums(c);

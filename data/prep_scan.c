@@ -55,6 +55,24 @@ static int by_id(const void *a, const void *b)
     return strcmp(((const ds_prep_item *)a)->id, ((const ds_prep_item *)b)->id);
 }
 
+/* Two utterances of one id would be one utterance twice (a manifest line
+ * repeated) or two recordings confused: refused, naming the id, how often
+ * it appears and its audio files. Items sorted by id. */
+static ds_status refuse_duplicates(const ds_prep_list *l, const char *source)
+{
+    for (long i = 1; i < l->n; i++) {
+        if (strcmp(l->items[i].id, l->items[i - 1].id) != 0)
+            continue;
+        long k = i + 1;
+        while (k < l->n && !strcmp(l->items[k].id, l->items[i].id))
+            k++;
+        return DS_FAIL(DS_ERR_IO, "%s: utterance id %s appears %ld times (audio %s and %s%s): "
+                       "ids must be unique", source, l->items[i].id, k - i + 1,
+                       l->items[i - 1].audio, l->items[i].audio, k - i + 1 > 2 ? ", ..." : "");
+    }
+    return DS_OK;
+}
+
 static int by_string(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -201,6 +219,7 @@ ds_status ds_prep_scan_librispeech(const char *root, ds_prep_list *out)
     if (st == DS_OK) {
         count_orphans(out);
         qsort(out->items, (size_t)out->n, sizeof *out->items, by_id);
+        st = refuse_duplicates(out, root);
     }
     free_paths(&walk_trans);
     free_paths(&walk_flac);
@@ -304,7 +323,9 @@ ds_status ds_prep_scan_manifest(const char *csv, ds_prep_list *out)
     fclose(f);
     if (st == DS_OK && out->n == 0)
         st = DS_FAIL(DS_ERR_IO, "%s: no usable \"audio_path,transcript\" line", csv);
-    if (st == DS_OK)
+    if (st == DS_OK) {
         qsort(out->items, (size_t)out->n, sizeof *out->items, by_id);
+        st = refuse_duplicates(out, csv);
+    }
     return st;
 }

@@ -19,7 +19,8 @@
 #   is refused by prep and transcribe, naming its length; transcribe
 #   escapes a newline in a file name; a config's fc_hidden of 2^62 is
 #   refused with its bound; info of a folder or a device says what it is,
-#   as dstrain info.
+#   as dstrain info; a manifest line repeated is refused by prep naming
+#   the id, and a file with one id twice is reported by --verify.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -158,6 +159,23 @@ out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log /pro
 if [ "$rc" -ne 0 ] && grep -Eq "/proc/version: (writing the metrics log failed|cannot open the metrics log for writing): " <<<"$out" && \
    ! grep -q "disk full" <<<"$out"; then ok
 else bad "--log /proc/version: exit $rc: $out"; fi
+
+# --- a manifest line repeated is refused by prep, naming the id; a file
+# holding one id twice is reported by --verify
+printf 'tone0.wav,hello world\ntone1.wav,hello world\ntone0.wav,hello world\ntone0.wav,hello world\n' > dup.csv
+out=$("$bin" prep manifest dup.csv --out dup.h5 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "utterance id .*tone0.* appears 3 times" <<<"$out" && [ ! -e dup.h5 ]; then ok
+else bad "prep of a manifest with a line repeated: exit $rc: $out"; fi
+cp out.h5 dupid.h5
+"$py" - dupid.h5 <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    ids = f["utterances/id"]
+    ids[1] = ids[0]
+PY
+out=$("$bin" prep --verify dupid.h5 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && grep -q "/utterances/id: id .* is given to more than one utterance" <<<"$out"; then ok
+else bad "--verify of a file with one id twice: exit $rc: $out"; fi
 
 # --- sizes a config can dictate are bounded where it is read; messages name
 # the command that was run and what the argument is
