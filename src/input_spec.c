@@ -1,6 +1,7 @@
 /* input_spec.c - see input_spec.h. */
 #include "input_spec.h"
 
+#include <math.h>
 #include <string.h>
 
 ds_feature_cfg ds_feature_defaults(void)
@@ -55,6 +56,23 @@ int ds_feature_dim(const ds_feature_cfg *c)
 }
 
 long ds_feature_min_samples(const ds_feature_cfg *c) { return ds_feature_n_fft(c) / 2 + 1; }
+
+static int same_seconds(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(a); }
+
+ds_status ds_feature_check_same(const char *a_what, const ds_feature_cfg *a, const char *b_what,
+                                const ds_feature_cfg *b)
+{
+    if (a->type == b->type && a->sample_rate == b->sample_rate &&
+        same_seconds(a->window_size_s, b->window_size_s) &&
+        same_seconds(a->window_stride_s, b->window_stride_s) &&
+        ds_feature_dim(a) == ds_feature_dim(b))
+        return DS_OK;
+    return DS_FAIL(DS_ERR_ARG, "%s: features %s, %d per frame, %d Hz, window %g s, stride %g s; "
+                   "%s: %s, %d per frame, %d Hz, window %g s, stride %g s: not the same kind",
+                   b_what, ds_feature_type_name(b->type), ds_feature_dim(b), b->sample_rate,
+                   b->window_size_s, b->window_stride_s, a_what, ds_feature_type_name(a->type),
+                   ds_feature_dim(a), a->sample_rate, a->window_size_s, a->window_stride_s);
+}
 
 long ds_feature_frames(const ds_feature_cfg *c, long n_samples)
 {

@@ -33,6 +33,12 @@ int ds_feature_dim(const ds_feature_cfg *c);            /* features per frame */
 long ds_feature_frames(const ds_feature_cfg *c, long n_samples);
 /* The shortest audio ds_featurizer_run accepts: n_fft/2 + 1 samples (161, 10 ms). */
 long ds_feature_min_samples(const ds_feature_cfg *c);
+/* DS_OK when b (b_what names it in the message) has a's feature settings
+ * (type, rate, window, stride, features per frame); else DS_ERR_ARG saying
+ * both: features of another kind of the same width (log-mel against MFCC)
+ * would otherwise be taken silently. */
+ds_status ds_feature_check_same(const char *a_what, const ds_feature_cfg *a, const char *b_what,
+                                const ds_feature_cfg *b);
 
 typedef enum { DS_NORM_UTTERANCE, DS_NORM_GLOBAL, DS_NORM_NONE } ds_norm;
 

@@ -33,6 +33,13 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
                      data, d->n_features, cfg.n_features);
         goto out;
     }
+    /* a checkpoint of synthetic data records no features of its own (its
+     * settings do not give its model's width): nothing to hold the data to */
+    if (ds_feature_dim(&info.feat) == cfg.n_features) {
+        char what[1200];
+        snprintf(what, sizeof what, "%s (the model's training data)", ckpt);
+        DS_TRY_GOTO(st, ds_feature_check_same(what, &info.feat, data, &d->feat), out);
+    }
     DS_TRY_GOTO(st, ds_dataset_filter(d, &cfg, 0, 0, &keep, &n, &fs), out);
     const ds_model_limits lim = {batch, fs.max_frames > 0 ? fs.max_frames : 1,
                                  fs.max_labels > 0 ? fs.max_labels : 1};

@@ -48,6 +48,7 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
     if (o->val_path) {
         ds_filter_stats vs;
         DS_TRY(open_split(r, o->val_path, &r->val, &r->val_keep, &r->n_val, &vs));
+        DS_TRY(ds_feature_check_same(o->train_path, &r->train->feat, o->val_path, &r->val->feat));
         lim->frames = vs.max_frames > lim->frames ? vs.max_frames : lim->frames;
         lim->label_len = vs.max_labels > lim->label_len ? vs.max_labels : lim->label_len;
     }

@@ -20,7 +20,8 @@
 #   escapes a newline in a file name; a config's fc_hidden of 2^62 is
 #   refused with its bound; info of a folder or a device says what it is,
 #   as dstrain info; a manifest line repeated is refused by prep naming
-#   the id, and a file with one id twice is reported by --verify.
+#   the id, and a file with one id twice is reported by --verify; features
+#   of another kind of the same width are refused by train --val and eval.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -176,6 +177,25 @@ PY
 out=$("$bin" prep --verify dupid.h5 2>&1); rc=$?
 if [ "$rc" -eq 1 ] && grep -q "/utterances/id: id .* is given to more than one utterance" <<<"$out"; then ok
 else bad "--verify of a file with one id twice: exit $rc: $out"; fi
+
+# --- features of another kind of the same width (log-mel 26 against MFCC
+# 26) are refused by train --val and eval, naming both
+"$bin" prep manifest ok.csv --out mel.h5 --features log-mel --n-mels 26 --quiet >/dev/null 2>&1
+"$bin" prep manifest ok.csv --out mfcc.h5 --features mfcc --n-mfcc 26 --quiet >/dev/null 2>&1
+printf '{"name":"w26","n_features":26,"conv":[{"channels":4,"kernel_time":5,"kernel_freq":5,"stride_time":2,"stride_freq":2,"pad_time":2,"pad_freq":2}],"rnn":{"type":"gru","hidden":8,"layers":1},"fc_hidden":[]}' > "$work/w26.json"
+out=$("$bin" train --config "$work/w26.json" --train mel.h5 --val mfcc.h5 --steps 1 --print-every 0 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "mfcc.h5: features mfcc, 26 per frame.*mel.h5: log-mel, 26 per frame.*not the same kind" <<<"$out"; then ok
+else bad "train --val of another feature kind: exit $rc: $out"; fi
+if "$bin" train --config "$work/w26.json" --train mel.h5 --steps 1 --print-every 0 \
+     --checkpoint-dir "$work/mck" >/dev/null 2>&1; then
+  mck=$(ls "$work"/mck/step-*.h5 | tail -1)
+  out=$("$bin" eval --checkpoint "$mck" --data mfcc.h5 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "not the same kind" <<<"$out" && ! grep -q "^WER" <<<"$out"; then ok
+  else bad "eval on features of another kind: exit $rc: $out"; fi
+  out=$("$bin" eval --checkpoint "$mck" --data mel.h5 2>&1); rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "^WER" <<<"$out"; then ok
+  else bad "eval on the training file's kind: exit $rc: $out"; fi
+else bad "train on mel.h5 failed"; fi
 
 # --- sizes a config can dictate are bounded where it is read; messages name
 # the command that was run and what the argument is
