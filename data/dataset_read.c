@@ -207,10 +207,33 @@ static ds_status read_labels(ds_dataset *d, hid_t f)
     return ds_h5_read(f, "labels", DS_U8, (size_t)dims[0], d->labels);
 }
 
+/* What one utterance's index entry costs in memory once read: its offsets
+ * and lengths (8 + 4 + 8 + 4 bytes), two string pointers, and two strings of
+ * at least a byte with the allocator's and HDF5's overhead (about 24 each). */
+#define INDEX_BYTES_PER_UTT (24.0 + 16.0 + 2 * 24.0)
+
+/* The index a file's few header bytes claim must fit what the file could
+ * hold (ds_h5_shape's 256 x its bytes), counted in memory: index arrays of
+ * uint8 on disk, sparse, once claimed 60 million utterances of a 2 MB file
+ * and took 2.5 GB before any entry was read. */
+static ds_status check_index_budget(const ds_dataset *d, hid_t f, long n)
+{
+    hsize_t file_bytes = 0;
+    if (H5Fget_filesize(f, &file_bytes) < 0)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot read the file's size", d->path);
+    const double need = (double)n * INDEX_BYTES_PER_UTT, cap = ((double)file_bytes + 65536.0) * 256.0;
+    if (need <= cap)
+        return DS_OK;
+    return DS_FAIL(DS_ERR_IO, "%s: /utterances claims %ld utterances, %.0f MiB of index in memory, "
+                   "from a file of %.1f MiB (at most 256 x the file): damaged", d->path, n,
+                   need / 1048576.0, (double)file_bytes / 1048576.0);
+}
+
 static ds_status read_index(ds_dataset *d, hid_t f)
 {
     long n = 0;
     DS_TRY(index_length(d, f, &n));
+    DS_TRY(check_index_budget(d, f, n));
     size_t m = n ? (size_t)n : 1;
     d->frame_offset = malloc(m * sizeof *d->frame_offset);
     d->frames = malloc(m * sizeof *d->frames);

@@ -21,7 +21,9 @@
 #   refused with its bound; info of a folder or a device says what it is,
 #   as dstrain info; a manifest line repeated is refused by prep naming
 #   the id, and a file with one id twice is reported by --verify; features
-#   of another kind of the same width are refused by train --val and eval.
+#   of another kind of the same width are refused by train --val and eval;
+#   an index claiming 60 million utterances of a 0.4 MB file is refused
+#   before it is allocated.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -196,6 +198,24 @@ if "$bin" train --config "$work/w26.json" --train mel.h5 --steps 1 --print-every
   if [ "$rc" -eq 0 ] && grep -q "^WER" <<<"$out"; then ok
   else bad "eval on the training file's kind: exit $rc: $out"; fi
 else bad "train on mel.h5 failed"; fi
+
+# --- a 0.4 MB feature file whose index claims 60 million utterances (uint8
+# and 1-byte strings on disk, sparse) is refused before its index is
+# allocated (5 GB in memory), naming the claim
+cp out.h5 claim.h5
+"$py" - claim.h5 <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["utterances"]
+    for name in list(g.keys()):
+        kind = g[name].dtype.kind
+        del g[name]
+        g.create_dataset(name, shape=(60_000_000,), dtype="S1" if kind == "O" else "u1",
+                         chunks=(65536,))
+PY
+out=$("$bin" info claim.h5 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "claim.h5: /utterances claims 60000000 utterances, .* MiB of index in memory" <<<"$out"; then ok
+else bad "a file claiming 60M utterances: exit $rc: $out"; fi
 
 # --- sizes a config can dictate are bounded where it is read; messages name
 # the command that was run and what the argument is
