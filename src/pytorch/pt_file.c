@@ -186,12 +186,56 @@ static ds_status gather(loader *l, const ds_pt_tensor_ref *r, const storage *s, 
     return DS_OK;
 }
 
+/* How far into its storage r reaches: its last element's index + 1, 0 when
+ * it is empty. After check_view (nothing wraps). */
+static uint64_t view_reach(const ds_pt_tensor_ref *r)
+{
+    uint64_t last = (uint64_t)r->offset;
+    for (int i = 0; i < r->rank; i++) {
+        if (r->dims[i] == 0)
+            return 0;
+        last += (uint64_t)(r->dims[i] - 1) * (uint64_t)r->strides[i];
+    }
+    return last + 1;
+}
+
+/* A storage is read whole, so the tensors that view it must reach most of
+ * it: a shared flat buffer (cuDNN's RNN weights) is covered by its views,
+ * while a 4-element view of a deflated 750-million-float storage once made
+ * a 3 MB file take 3 GB. Storage of refs->t[i], its views checked. */
+static ds_status check_storage_used(loader *l, const ds_pt_refs *refs, int i)
+{
+    const ds_pt_tensor_ref *r = &refs->t[i];
+    uint64_t reach = 0;
+    for (int k = 0; k < refs->n; k++)
+        if (!strcmp(refs->t[k].storage, r->storage)) {
+            const uint64_t v = view_reach(&refs->t[k]);
+            reach = v > reach ? v : reach;
+        }
+    const uint64_t n = (uint64_t)r->storage_numel;
+    if (n <= 2 * reach + 65536)
+        return DS_OK;
+    return DS_FAIL(DS_ERR_IO, "%s: key %s: storage %s holds %llu elements, its tensors reach "
+                   "%llu of them: refused (a view cannot pull in a storage far larger than "
+                   "itself)", l->path, r->key, r->storage, (unsigned long long)n,
+                   (unsigned long long)reach);
+}
+
 static ds_status load_tensors(loader *l, const ds_pt_refs *refs, int shapes_only, ds_pt_dict *d)
 {
+    for (int i = 0; i < refs->n; i++) {   /* every view inside its storage first */
+        size_t numel;
+        const ds_pt_tensor_ref *r = &refs->t[i];
+        DS_TRY(ds_pt_numel(r->dims, r->rank, MAX_STORAGE / ds_dtype_size(r->dt), r->key, &numel));
+        if (numel > 0)
+            DS_TRY(check_view(l, r));
+    }
     for (int i = 0; i < refs->n; i++) {
         const storage *s = NULL;
-        if (!shapes_only)
+        if (!shapes_only) {
+            DS_TRY(check_storage_used(l, refs, i));
             DS_TRY(get_storage(l, &refs->t[i], &s));
+        }
         DS_TRY(gather(l, &refs->t[i], s, d));
     }
     return DS_OK;

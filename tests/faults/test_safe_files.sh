@@ -17,13 +17,14 @@
 #   byte order mark before a manifest's first line is dropped; a log that
 #   takes no writes reports the system's reason; audio past --max-duration
 #   is refused by prep and transcribe, naming its length; transcribe
-#   escapes a newline in a file name; a config's fc_hidden of 2^62 is
+#   escapes a newline in a file name; a config's fc_hidden of 2e9 is
 #   refused with its bound; info of a folder or a device says what it is,
 #   as dstrain info; a manifest line repeated is refused by prep naming
 #   the id, and a file with one id twice is reported by --verify; features
 #   of another kind of the same width are refused by train --val and eval;
 #   an index claiming 60 million utterances of a 0.4 MB file is refused
-#   before it is allocated.
+#   before it is allocated; a state_dict tensor viewing 4 elements of a
+#   20-million-float deflated storage is refused before it is read.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -219,15 +220,35 @@ else bad "a file claiming 60M utterances: exit $rc: $out"; fi
 
 # --- sizes a config can dictate are bounded where it is read; messages name
 # the command that was run and what the argument is
-printf '{"name":"x","conv":[{"channels":4,"kernel_time":5,"kernel_freq":7}],"rnn":{"type":"gru","hidden":8,"layers":1},"fc_hidden":[4611686018427387904]}' > "$work/big.json"
+printf '{"name":"x","conv":[{"channels":4,"kernel_time":5,"kernel_freq":7}],"rnn":{"type":"gru","hidden":8,"layers":1},"fc_hidden":[2000000000]}' > "$work/big.json"
 out=$("$bin" train --config "$work/big.json" --synthetic --steps 1 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && grep -q "^dstrain train: .*fc_hidden\[0\] must be an integer in 1..65536" <<<"$out"; then ok
-else bad "fc_hidden of 2^62: exit $rc: $out"; fi
+else bad "fc_hidden of 2e9: exit $rc: $out"; fi
 for arg in "$work" /dev/zero; do
   out=$("$bin" info "$arg" 2>&1); rc=$?
   if [ "$rc" -ne 0 ] && grep -q "^dstrain info: .*$arg: \(a directory\|not a regular file\), not a model config" <<<"$out"; then ok
   else bad "info $arg: exit $rc: $out"; fi
 done
+
+# --- a state_dict whose tensor is a small view of a large deflated storage
+# is refused before the storage is read
+if [ -f "$work/m.pt" ]; then
+  "$py" - "$work/m.pt" "$work/view.pt" <<'PY'
+import sys, zipfile, torch
+d = torch.load(sys.argv[1])
+k = next(k for k, v in d.items() if v.dtype == torch.float32 and v.numel() > 0)
+d[k] = torch.zeros(20_000_000)[: d[k].numel()].view(d[k].shape)   # keeps the whole storage
+torch.save(d, sys.argv[2] + ".stored")
+with zipfile.ZipFile(sys.argv[2] + ".stored") as zin, \
+     zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as zout:
+    for item in zin.infolist():
+        zout.writestr(item.filename, zin.read(item.filename))
+PY
+  out=$("$bin" import --pytorch "$work/view.pt" "$work/view.h5" --model tiny 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "holds 20000000 elements, its tensors reach .* refused" <<<"$out" && \
+     [ ! -e "$work/view.h5" ]; then ok
+  else bad "import of a small view of a large storage: exit $rc: $out"; fi
+fi
 
 # --- two runs in one checkpoint folder
 mkdir -p "$work/shared"
