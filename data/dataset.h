@@ -65,6 +65,12 @@ typedef struct {
 /* Opens and validates path. Feature reads go through one HDF5 handle: call
  * ds_dataset_read from one thread at a time. */
 ds_status ds_dataset_open(const char *path, ds_dataset **out);
+
+/* What identifies d's content whatever its name: a CRC-32 of its utterance
+ * count, every utterance's frames and label count, and every label (read
+ * on open), as 8 hex digits in buf [cap >= 9]. Two files of the same count
+ * of utterances but other recordings or transcripts differ here. */
+void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap);
 void ds_dataset_close(ds_dataset *d);
 /* Utterance i's features -> out [frames[i]][n_features] as float32. Fails,
  * naming the utterance id, if any value is NaN or infinite. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "alphabet.h"
 #include "dataset_impl.h"
@@ -310,6 +311,27 @@ static ds_status validate(ds_dataset *d, ds_dataset_h5 *h)
     for (long i = 0; i < d->n; i++)
         DS_TRY(check_utterance(d, i));
     return read_stats(d, h->file);
+}
+
+void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const int64_t n = d->n;
+    crc = crc32(crc, (const Bytef *)&n, sizeof n);
+    for (long i = 0; i < d->n; i++) {   /* fixed-size little-endian fields, whatever the host */
+        const int32_t v[2] = {d->frames[i], d->label_length[i]};
+        unsigned char b[8];
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                b[4 * k + j] = (unsigned char)((uint32_t)v[k] >> (8 * j));
+        crc = crc32(crc, b, sizeof b);
+    }
+    for (long off = 0; off < d->total_labels;) {   /* uInt-sized pieces */
+        const long piece = d->total_labels - off < (1L << 30) ? d->total_labels - off : (1L << 30);
+        crc = crc32(crc, d->labels + off, (uInt)piece);
+        off += piece;
+    }
+    snprintf(buf, cap, "%08lx", (unsigned long)crc & 0xffffffffUL);
 }
 
 ds_status ds_dataset_open(const char *path, ds_dataset **out)

@@ -69,7 +69,7 @@ static void flatten(text *t, const cJSON *v, const char *prefix)
 }
 
 ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *features,
-                             long utterances, char *buf, size_t cap)
+                             long utterances, const char *data_fingerprint, char *buf, size_t cap)
 {
     text t = {buf, cap, 0, 0};
     buf[0] = '\0';
@@ -87,6 +87,8 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
         (unsigned long long)o->seed);
     put(&t, "data=%s\nfeatures=%s\nutterances=%ld\nnorm=%s\n", o->train_path ? o->train_path : "synthetic",
         features, utterances, ds_norm_name(o->norm));
+    if (data_fingerprint)
+        put(&t, "data_fingerprint=%s\n", data_fingerprint);
     if (!o->train_path)
         put(&t, "synthetic_utts=%d\nmax_frames=%d\n", o->synthetic_utts, o->max_frames);
     else
@@ -117,13 +119,22 @@ static int must_match(const char *key, size_t len)
 {
     static const char *const keys[] = {"precision", "global_batch", "seed",
                                        "features", "utterances", "norm", "synthetic_utts",
-                                       "max_frames", "optimizer", "local_bn", NULL};
+                                       "max_frames", "optimizer", "local_bn",
+                                       "data_fingerprint", NULL};
     if (len > 6 && !strncmp(key, "model.", 6))
         return 1;
     for (int i = 0; keys[i]; i++)
         if (strlen(keys[i]) == len && !strncmp(key, keys[i], len))
             return 1;
     return 0;
+}
+
+/* Keys a checkpoint of an older version lacks: absent there, not a
+ * difference that refuses the resume (a present one must match). */
+static int added_later(const char *key, size_t len)
+{
+    static const char k[] = "data_fingerprint";
+    return len == sizeof k - 1 && !strncmp(key, k, len);
 }
 
 /* The value of key (len characters) in lines, or NULL; *vlen its length. */
@@ -159,7 +170,8 @@ static void compare(const char *a, const char *b, int a_is_was, text *why, text 
                 continue;
             }
             if (!bv || blen != alen || strncmp(bv, eq + 1, alen) != 0) {
-                const int must = must_match(p, klen);
+                /* a key this version added, which an older checkpoint lacks: a note */
+                const int must = must_match(p, klen) && !(!a_is_was && !bv && added_later(p, klen));
                 text *t = must ? why : notes;
                 const char *was = a_is_was ? eq + 1 : bv, *now = a_is_was ? bv : eq + 1;
                 const int wl = (int)(a_is_was ? alen : blen), nl = (int)(a_is_was ? blen : alen);

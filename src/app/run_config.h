@@ -10,9 +10,10 @@
 /* Every option of o that shapes the run, one "key=value" line each, the
  * model's configuration flattened under "model."; data is "synthetic" or the
  * feature file, utterances how many of it are trained on, features what
- * makes an input frame. */
+ * makes an input frame, data_fingerprint (NULL: none, synthetic data) the
+ * training file's content (ds_dataset_fingerprint). */
 ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *features,
-                             long utterances, char *buf, size_t cap);
+                             long utterances, const char *data_fingerprint, char *buf, size_t cap);
 
 /* Compares the lines of a checkpoint's run (was) with this run's (now).
  * Keys an exact resume depends on (the model, precision, optimizer, global

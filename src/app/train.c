@@ -80,8 +80,11 @@ static ds_status describe_run(run_state *r)
                  r->feat.window_stride_s, r->feat.n_mels, r->feat.n_mfcc);
     else
         snprintf(features, sizeof features, "synthetic");
+    char fp[16];
+    if (r->train)
+        ds_dataset_fingerprint(r->train, fp, sizeof fp);
     return ds_run_config_text(o, r->ranks, features, o->train_path ? r->n_keep : o->synthetic_utts,
-                              r->run_config, sizeof r->run_config);
+                              r->train ? fp : NULL, r->run_config, sizeof r->run_config);
 }
 
 ds_status ds_run_open(const ds_train_opts *o, run_state *r)

@@ -24,7 +24,9 @@
 #   of another kind of the same width are refused by train --val and eval;
 #   an index claiming 60 million utterances of a 0.4 MB file is refused
 #   before it is allocated; a state_dict tensor viewing 4 elements of a
-#   20-million-float deflated storage is refused before it is read.
+#   20-million-float deflated storage is refused before it is read; a
+#   resume on other data of the same utterance count is refused (its
+#   content fingerprint), on a copy in another folder accepted.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -229,6 +231,23 @@ for arg in "$work" /dev/zero; do
   if [ "$rc" -ne 0 ] && grep -q "^dstrain info: .*$arg: \(a directory\|not a regular file\), not a model config" <<<"$out"; then ok
   else bad "info $arg: exit $rc: $out"; fi
 done
+
+# --- resume holds the data to its content, whatever its name: other
+# recordings or transcripts of the same count are refused; the same file
+# copied into another folder resumes
+printf 'tone0.wav,hello there\ntone1.wav,another text\ntone2.wav,and a third\n' > other.csv
+"$bin" prep manifest other.csv --out other.h5 --quiet >/dev/null 2>&1
+mkdir -p "$work/copy" && cp out.h5 "$work/copy/out.h5"
+"$bin" train --model tiny --train out.h5 --steps 2 --print-every 0 --batch 1 \
+  --checkpoint-dir "$work/rck" >/dev/null 2>&1
+out=$("$bin" train --model tiny --train other.h5 --steps 4 --print-every 0 --batch 1 \
+        --checkpoint-dir "$work/rck" --resume auto 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "data_fingerprint: [0-9a-f]\{8\} in the checkpoint, [0-9a-f]\{8\} now" <<<"$out"; then ok
+else bad "resume on other data of the same utterance count: exit $rc: $out"; fi
+out=$("$bin" train --model tiny --train "$work/copy/out.h5" --steps 4 --print-every 0 --batch 1 \
+        --checkpoint-dir "$work/rck" --resume auto 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "resumed from" <<<"$out"; then ok
+else bad "resume on the same data in another folder: exit $rc: $out"; fi
 
 # --- a state_dict whose tensor is a small view of a large deflated storage
 # is refused before the storage is read
