@@ -52,6 +52,7 @@ typedef struct {
     int n_features;
     ds_dtype feature_dtype;      /* DS_F16 or DS_F32 on disk */
     ds_feature_cfg feat;         /* from the attributes */
+    int version;                 /* 1: attributes not sealed (read as they are), 2 */
     int64_t *frame_offset;       /* [n] */
     int32_t *frames;             /* [n] */
     int64_t *label_offset;       /* [n] */

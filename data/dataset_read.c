@@ -117,6 +117,7 @@ static ds_status read_attrs(ds_dataset *d, hid_t f)
     if (version >= 2 && !sealed)
         return DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", d->path,
                        DS_H5_SEAL_ATTR);
+    d->version = (int)version;
     DS_TRY(check_str_attr(f, d->path, "alphabet", ds_alphabet));
     DS_TRY(check_str_attr(f, d->path, "window", "hamming"));
     return read_feature_attrs(d, f);

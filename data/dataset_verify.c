@@ -207,6 +207,7 @@ static ds_status verify_steps(ds_verify_ctx *c)
     c->sum->labels = c->d->total_labels;
     c->sum->n_features = c->d->n_features;
     c->sum->dtype = ds_dtype_name(c->d->feature_dtype);
+    c->sum->unsealed = c->d->version < 2;
     DS_TRY(ds_verify_index(c));
     return ds_verify_features(c);
 }
@@ -233,6 +234,10 @@ void ds_verify_print(const char *path, const ds_verify_summary *s, FILE *f)
             "finite, index, labels, transcripts and stats consistent\n",
             path, s->utterances, s->frames, s->n_features, s->dtype, s->labels, s->datasets,
             (double)s->bytes / (1 << 20), s->seconds);
+    if (s->unsealed)
+        fprintf(f, "  note: a version 1 file: its attributes (the feature settings: type, rate, "
+                "window, stride) carry no checksum, so a change to them cannot be seen; `dstrain "
+                "prep` again writes version 2, which seals them\n");
     if (s->unchecked[0])
         fprintf(f, "  note: stored without a checksum, so only the consistency checks guard them: "
                 "%s\n", s->unchecked);

@@ -40,6 +40,7 @@ typedef struct {
     long long unused_frames, unused_labels;   /* in no utterance */
     int constant_features;           /* /stats/std exactly 0 */
     char unchecked[512];             /* datasets stored without a checksum, ", "-separated */
+    int unsealed;                    /* a version 1 file: its attributes carry no checksum */
 } ds_verify_summary;
 
 /* Steps 1-5 on path. progress (may be NULL): a line every ~5 s while

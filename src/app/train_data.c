@@ -13,6 +13,10 @@ static ds_status open_split(run_state *r, const char *path, ds_dataset **d, long
 {
     const ds_train_opts *o = r->o;
     DS_TRY(ds_dataset_open(path, d));
+    if ((*d)->version < 2)
+        ds_print("warning: %s: a version 1 feature file: its settings (type, rate, window, stride) "
+                 "carry no checksum and are taken as they are; prep it again to seal them\n",
+                 path);
     if ((*d)->n_features != o->model.n_features)
         return DS_FAIL(DS_ERR_ARG, "%s: %d features per frame, model %s expects %d", path,
                        (*d)->n_features, o->model.name, o->model.n_features);

@@ -26,7 +26,9 @@
 #   before it is allocated; a state_dict tensor viewing 4 elements of a
 #   20-million-float deflated storage is refused before it is read; a
 #   resume on other data of the same utterance count is refused (its
-#   content fingerprint), on a copy in another folder accepted.
+#   content fingerprint), on a copy in another folder accepted; a file
+#   made to look like version 1 (seal removed) is named as unsealed by
+#   --verify and train.
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -248,6 +250,24 @@ out=$("$bin" train --model tiny --train "$work/copy/out.h5" --steps 4 --print-ev
         --checkpoint-dir "$work/rck" --resume auto 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "resumed from" <<<"$out"; then ok
 else bad "resume on the same data in another folder: exit $rc: $out"; fi
+
+# --- a file with its attribute seal removed, version set to 1 and its
+# stride changed is no longer taken silently: --verify and train say its
+# settings carry no checksum
+cp out.h5 forged.h5
+"$py" - forged.h5 <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    del f.attrs["attributes_crc32"]
+    f.attrs["version"] = 1
+    f.attrs["window_stride_s"] = 0.02
+PY
+out=$("$bin" prep --verify forged.h5 2>&1); rc=$?
+if grep -q "note: a version 1 file: its attributes .* carry no checksum" <<<"$out"; then ok
+else bad "--verify of a forged version 1 file: exit $rc: $out"; fi
+out=$("$bin" train --model tiny --train forged.h5 --steps 1 --batch 1 --print-every 0 2>&1); rc=$?
+if grep -q "warning: forged.h5: a version 1 feature file" <<<"$out"; then ok
+else bad "train on a forged version 1 file: exit $rc: $out"; fi
 
 # --- a state_dict whose tensor is a small view of a large deflated storage
 # is refused before the storage is read
