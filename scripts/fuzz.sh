@@ -7,14 +7,14 @@
 # add it to the corpus: replayed on every run, it stays a regression test);
 # HDF5's own bugs are listed, not failed on (tests/fuzz/triage.sh). Exits
 # 77 (skipped), saying why, when clang or libFuzzer is missing.
-# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (20; dataset checkpoint config pickle pytorch)
+# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (20; dataset checkpoint config pickle pytorch audio)
 #   FUZZ_BUILD_DIR (build-fuzz), FUZZ_SEED (a fixed seed; default: libFuzzer's own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(dataset checkpoint config pickle pytorch)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(dataset checkpoint config pickle pytorch audio)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${FUZZ_CC:-clang}
 begin=$(date +%s)

@@ -100,4 +100,29 @@ PY
 done
 half "$out/pytorch/seed-export-micro.pt" "$out/pytorch/seed-cut-export-micro.pt"
 
+# --- audio: a 0.2 s tone as 16-bit WAV, float WAV, stereo WAV and FLAC (sox),
+# one cut short, and one whose header claims an hour
+mkdir -p "$out/audio"
+rm -f "$out"/audio/seed-*
+"$py" - "$out/audio" <<'PY'
+import math, struct, sys, wave
+d = sys.argv[1]
+samples = [int(6000 * math.sin(2 * math.pi * 440 * i / 16000)) for i in range(3200)]
+with wave.open(f"{d}/seed-tone-16bit.wav", "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"".join(struct.pack("<h", s) for s in samples))
+with wave.open(f"{d}/seed-tone-stereo.wav", "wb") as w:
+    w.setnchannels(2); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"".join(struct.pack("<hh", s, -s) for s in samples))
+data = open(f"{d}/seed-tone-16bit.wav", "rb").read()
+hour = bytearray(data)
+hour[40:44] = struct.pack("<I", 16000 * 2 * 3600)   # the data chunk claims an hour
+open(f"{d}/seed-claims-an-hour.wav", "wb").write(bytes(hour))
+PY
+half "$out/audio/seed-tone-16bit.wav" "$out/audio/seed-cut-tone.wav"
+if command -v sox >/dev/null; then
+  sox "$out/audio/seed-tone-16bit.wav" "$out/audio/seed-tone.flac"
+  sox "$out/audio/seed-tone-16bit.wav" -e floating-point -b 32 "$out/audio/seed-tone-float.wav"
+fi
+
 du -sh "$out"/*
