@@ -36,6 +36,19 @@ ds_status ds_reduce_kind_parse(const char *s, ds_reduce_kind *out)
     return DS_OK;
 }
 
+const char *ds_reduce_kind_name(ds_reduce_kind k) { return k == DS_REDUCE_NCCL ? "nccl" : "mpi"; }
+
+ds_reduce_kind ds_reduce_default(const char *device)
+{
+#ifdef DS_HAVE_NCCL
+    if (device && !strcmp(device, "cuda"))
+        return DS_REDUCE_NCCL;
+#else
+    (void)device;
+#endif
+    return DS_REDUCE_MPI;
+}
+
 static ds_status open_transport(ds_reducer *r)
 {
     const ds_reducer_cfg *c = &r->c;

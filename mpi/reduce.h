@@ -23,6 +23,11 @@
 typedef enum { DS_REDUCE_MPI, DS_REDUCE_NCCL } ds_reduce_kind;
 
 ds_status ds_reduce_kind_parse(const char *s, ds_reduce_kind *out);   /* mpi | nccl */
+const char *ds_reduce_kind_name(ds_reduce_kind k);                   /* mpi | nccl */
+/* The reduction a run on device gets unless it names one: NCCL on "cuda"
+ * where it is built in (the card's design: no staging through the host),
+ * else MPI. */
+ds_reduce_kind ds_reduce_default(const char *device);
 
 /* "nccl:     RUN (compiled BUILT)..." or "nccl:     not built ...", for --version. */
 void ds_reduce_describe(char *buf, size_t size);

@@ -85,7 +85,8 @@ static const ds_flag bench_flags[] = {
     DS_FLAG_ARG(O_TRACE, "trace", "FILE", NULL,
                 "with --profile: a Chrome/Perfetto trace of the timed steps"),
     DS_FLAG_SECTION("ranks"),
-    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "mpi", "gradient reduction"),
+    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "nccl with --device cuda where built in, else mpi",
+                "gradient reduction"),
     DS_FLAG_ARG(O_BUCKET, "bucket-mb", "M", "25", "gradient bucket size in MiB"),
     DS_FLAG_ARG(O_TIMEOUT, "timeout", "S", "300",
                 "end the job when a rank waits on others for S seconds; 0: wait for ever, no "
@@ -171,7 +172,7 @@ static int parse_list(const char *flag, const char *arg, bench_args *a)
 static int parse_bench(int argc, char **argv, bench_args *a)
 {
     const char *preset = NULL, *config = NULL;
-    int c, bad = 0, have_frames = 0, synthetic = 0, pick = 0;
+    int c, bad = 0, have_frames = 0, synthetic = 0, pick = 0, have_allreduce = 0;
     double v;
     *a = (bench_args){.n_batches = 1, .batches = {8}, .max_bound = 1024, .n_precs = 1,
                       .precs = {DS_F32}, .n_modes = 1, .modes = {DS_BENCH_TRAIN}, .timeout = 300,
@@ -223,6 +224,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_TRACE: b->trace_path = optarg; break;
         case O_ALLREDUCE:
             bad = ds_reduce_kind_parse(optarg, &b->run.allreduce) != DS_OK;
+            have_allreduce = 1;
             if (bad)
                 fprintf(stderr, "dstrain bench: %s\n", ds_last_error());
             break;
@@ -251,6 +253,8 @@ static int parse_bench(int argc, char **argv, bench_args *a)
     if (b->dist == DS_LEN_LIBRISPEECH && !have_frames)
         b->run.max_frames = 1700;
     b->run.reduce_dtype = DS_F32;   /* set per precision */
+    if (!have_allreduce)
+        b->run.allreduce = ds_reduce_default(b->run.device);
     return ds_cli_load_model("bench", preset, config, &b->run.model);
 }
 

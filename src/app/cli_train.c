@@ -93,8 +93,9 @@ static const ds_flag train_flags[] = {
                 "stop after K consecutive steps skipped for a non-finite loss or gradient, naming "
                 "them; 0: never. A skipped step leaves the parameters as they were on every rank"),
     DS_FLAG_SECTION("ranks (`mpiexec -np N` / `srun`; --batch is per rank, the global batch is N x B)"),
-    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "mpi",
-                "gradient reduction across ranks (nccl: `--device cuda`, one GPU per rank)"),
+    DS_FLAG_ARG(O_ALLREDUCE, "allreduce", "mpi|nccl", "nccl with --device cuda where built in, else mpi",
+                "gradient reduction across ranks (nccl: `--device cuda`, one GPU per rank; mpi "
+                "stages through the host: for ranks that share a GPU, or a build without NCCL)"),
     DS_FLAG_ARG(O_BUCKET, "bucket-mb", "M", "25",
                 "gradient bucket size in MiB, reduced as backward finishes it"),
     DS_FLAG_ARG(O_REDUCE_DTYPE, "reduce-dtype", "P", "the --precision's",
@@ -185,7 +186,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
     int have_window = 0;
     ds_dtype reduce_dtype = DS_F32;
-    int have_reduce = 0;
+    int have_reduce = 0, have_allreduce = 0;
     ds_flags fl;
     if ((c = ds_flags_begin(&fl, &ds_cli_train_cmd, argc, argv)) != DS_FLAGS_GO)
         return c == 0 ? -1 : c;   /* -1: --help, done */
@@ -212,7 +213,10 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
                                 &o->checkpoint_continue);
             break;
         case O_CKPT_EVERY: bad = num("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
-        case O_ALLREDUCE: bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK; break;
+        case O_ALLREDUCE:
+            bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK;
+            have_allreduce = 1;
+            break;
         case O_BUCKET: bad = num("bucket-mb", optarg, 1e-6, 1e5, &o->bucket_mb); break;
         case O_CHECK_SYNC: bad = num("check-sync", optarg, 0, 1e12, &v); o->check_sync = (long)v; break;
         case O_LOCAL_BN: o->local_bn = 1; break;
@@ -286,6 +290,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         o->progress = auto_progress();
     o->reduce_dtype = have_reduce ? reduce_dtype : o->precision;
     o->reduce_dtype_set = 1;
+    if (!have_allreduce)
+        o->allreduce = ds_reduce_default(o->device);
     /* fp16 needs a loss scale (small gradients flush to zero): dynamic unless set */
     if (loss_scale < 0)
         loss_scale = o->precision == DS_F16 ? 0 : 1;

@@ -73,8 +73,9 @@ ds_status ds_run_setup_ranks(run_state *r)
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
                               .user = r};
     ds_model_set_hooks(r->model, &h);
-    ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB, %s BatchNorm\n", r->ranks,
-             ds_reducer_buckets(r->dist.reducer), o->bucket_mb, o->local_bn ? "per-rank" : "synchronised");
+    ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
+             r->ranks, ds_reducer_buckets(r->dist.reducer), o->bucket_mb,
+             ds_reduce_kind_name(o->allreduce), o->local_bn ? "per-rank" : "synchronised");
     return DS_OK;
 }
 

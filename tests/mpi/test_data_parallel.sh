@@ -23,7 +23,7 @@ finish() {
 }
 
 common=(train --device "$device" --model tiny --synthetic --precision fp64 --steps 5 --seed 11 --max-frames 160
-        --print-every 0 --checkpoint-every 5 --bucket-mb 0.02 --check-sync 1)
+        --print-every 0 --checkpoint-every 5 --bucket-mb 0.02 --check-sync 1 --allreduce mpi)
 for np in 1 2 4; do
   b=$((8 / np))
   if mpiexec -np $np "$bin" "${common[@]}" --batch $b --checkpoint-dir "$work/np$np" \
@@ -94,6 +94,11 @@ grep -q "rank 0 waited .* for the other ranks (--timeout 5)" "$work/hang.out" &&
 grep -q "rank 1 answers but is not waiting on the others" "$work/hang.out" && ok \
   || bad "the hanging rank is not named: $(grep 'dstrain: rank 0' "$work/hang.out")"
 grep -h "dstrain: rank 0 waited" "$work/hang.out"
+
+# without --allreduce, a CPU run sums through MPI (NCCL is the default on cuda only)
+mpiexec -np 2 "$bin" train --synthetic --steps 1 --print-every 0 >"$work/default.out" 2>&1
+grep -q "^2 ranks, gradients in .* summed by mpi" "$work/default.out" && ok ||
+  bad "the CPU's default reduction: $(grep 'ranks,' "$work/default.out")"
 
 # nccl is refused clearly on a build without the CUDA backend
 mpiexec -np 2 "$bin" train --synthetic --steps 1 --allreduce nccl >"$work/nccl.out" 2>&1
