@@ -84,7 +84,8 @@ void ds_dataset_describe(const ds_dataset *d, FILE *f);
 
 typedef struct ds_dataset_writer ds_dataset_writer;
 
-/* Writes to path + ".tmp" and renames it into place on close. feature_dtype
+/* Writes to a new temporary file beside path (fileutil.h) and renames it
+ * into place on close. feature_dtype
  * is DS_F16 or DS_F32. */
 ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,
                            ds_dataset_writer **out);

@@ -29,3 +29,15 @@ foreach(np 1 2)
   set_tests_properties(reducer_sum_np${np} PROPERTIES TIMEOUT 120 ENVIRONMENT
                        "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
+
+# Validation shared across ranks equals one rank's: exactly the same counts
+# (WER, CER), the loss to rounding; 1, 2 and 4 ranks over 6 batches.
+add_executable(test_eval_ranks mpi/test_eval_ranks.c)
+target_link_libraries(test_eval_ranks PRIVATE dstrain_testutil dstrain_app)
+foreach(np 1 2 4)
+  add_test(NAME eval_ranks_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:test_eval_ranks>)
+  set_tests_properties(eval_ranks_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE ENVIRONMENT
+                       "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

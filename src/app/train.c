@@ -267,7 +267,8 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
     DS_TRY(finish_pending(r, res));
     if (r->val) {
         ds_eval_result ev;
-        DS_TRY(ds_evaluate(r->model, r->val, r->val_keep, r->n_val, r->o->batch, r->o->norm, &ev));
+        DS_TRY(ds_evaluate_ranks(r->model, r->val, r->val_keep, r->n_val, r->o->batch, r->o->norm,
+                                 r->ranks > 1 ? r->o->world : NULL, &ev));
         res->val_cer = ds_score_cer(&ev.score);
         res->val_wer = ds_score_wer(&ev.score);
         res->val_loss = ev.loss;
