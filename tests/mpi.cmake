@@ -41,3 +41,11 @@ foreach(np 1 2 4)
   set_tests_properties(eval_ranks_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE ENVIRONMENT
                        "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
+
+# Every rank sees rank 0's files: a rank given a node-local checkpoint folder
+# or another feature file (its own mount namespace) is refused, naming it;
+# a requeue that finds no checkpoint says so.
+add_test(NAME shared_files_ranks
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_shared_files.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(shared_files_ranks PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

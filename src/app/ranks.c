@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "fileutil.h"
 #include "train_run.h"
 
 enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal */
@@ -154,5 +156,99 @@ ds_status ds_run_check_sync(run_state *r, long step)
     if (*differ)
         return DS_FAIL(DS_ERR_NUM, "after step %ld the parameters of rank(s) %s differ from rank 0's",
                        step, differ);
+    return DS_OK;
+}
+
+enum { HOST = 64, TOKEN = 64, NAME = 4200 };
+
+/* Rank 0: a token file in the checkpoint folder, its name and content. */
+static ds_status write_token(const char *dir, char *name, char *value)
+{
+    char base[NAME];
+    int fd;
+    snprintf(base, sizeof base, "%s/.dstrain-shared", dir);
+    DS_TRY(ds_tmp_create(base, "shared-folder token", name, NAME, &fd));
+    snprintf(value, TOKEN, "%s %ld", name + strlen(base), (long)getpid());
+    const ssize_t n = (ssize_t)strlen(value);
+    const int ok = write(fd, value, (size_t)n) == n;
+    close(fd);
+    if (!ok) {
+        unlink(name);
+        return DS_FAIL(DS_ERR_IO, "%s: cannot write the shared-folder token", name);
+    }
+    return DS_OK;
+}
+
+/* Whether file name holds exactly value. */
+static int token_seen(const char *name, const char *value)
+{
+    char got[TOKEN + 1] = "";
+    FILE *f = fopen(name, "rb");
+    if (!f)
+        return 0;
+    const size_t n = fread(got, 1, TOKEN, f);
+    fclose(f);
+    got[n] = '\0';
+    return !strcmp(got, value);
+}
+
+ds_status ds_run_check_shared(run_state *r)
+{
+    const ds_train_opts *o = r->o;
+    if (r->ranks <= 1)
+        return DS_OK;
+    ds_world *w = o->world;
+    char fp[16] = "", fp0[16] = "", name[NAME] = "", value[TOKEN] = "";
+    ds_status st = DS_OK;
+    if (r->train)
+        ds_dataset_fingerprint(r->train, fp, sizeof fp);
+    memcpy(fp0, fp, sizeof fp);
+    if (r->rank == 0 && o->checkpoint_dir)
+        st = write_token(o->checkpoint_dir, name, value);
+    int ok0 = st == DS_OK;
+    DS_TRY(ds_world_bcast(w, &ok0, 1, MPI_INT, "the shared-folder token"));
+    if (!ok0)
+        return r->rank == 0 ? st : DS_FAIL(DS_ERR_IO, "rank 0 could not write in the checkpoint "
+                                           "folder (see its message)");
+    DS_TRY(ds_world_bcast(w, fp0, (int)sizeof fp0, MPI_CHAR, "the data's fingerprint"));
+    DS_TRY(ds_world_bcast(w, name, NAME, MPI_CHAR, "the shared-folder token"));
+    DS_TRY(ds_world_bcast(w, value, TOKEN, MPI_CHAR, "the shared-folder token"));
+    /* per rank: [0] the folder unseen, [1] other data; and its host's name */
+    int *bad = calloc((size_t)r->ranks * 2, sizeof *bad);
+    unsigned char *hosts = calloc((size_t)r->ranks, HOST);
+    if (!bad || !hosts) {
+        free(bad);
+        free(hosts);
+        return DS_FAIL(DS_ERR_MEM, "shared-file check of %d ranks", r->ranks);
+    }
+    bad[2 * r->rank] = name[0] && r->rank != 0 && !token_seen(name, value);
+    bad[2 * r->rank + 1] = strcmp(fp, fp0) != 0;
+    if (bad[2 * r->rank] || bad[2 * r->rank + 1])
+        gethostname((char *)hosts + (size_t)r->rank * HOST, HOST - 1);
+    st = ds_world_allreduce_sum(w, bad, r->ranks * 2, MPI_INT, "the shared-file check");
+    if (st == DS_OK)
+        st = ds_world_allreduce_sum(w, hosts, r->ranks * HOST, MPI_UNSIGNED_CHAR,
+                                    "the shared-file check");
+    if (r->rank == 0 && name[0])
+        unlink(name);
+    char why[2048] = "";
+    size_t len = 0;
+    for (int k = 0; st == DS_OK && k < r->ranks && len < sizeof why - 1; k++) {
+        const char *host = (const char *)hosts + (size_t)k * HOST;
+        if (bad[2 * k])
+            len += (size_t)snprintf(why + len, sizeof why - len, "%srank %d on %s does not see "
+                                    "the checkpoint folder %s that rank 0 writes to (a node-local "
+                                    "disk?)", len ? "; " : "", k, host, o->checkpoint_dir);
+        if (bad[2 * k + 1] && len < sizeof why - 1)
+            len += (size_t)snprintf(why + len, sizeof why - len, "%srank %d on %s reads other "
+                                    "data in %s than rank 0 (content fingerprints differ)",
+                                    len ? "; " : "", k, host, o->train_path);
+    }
+    free(bad);
+    free(hosts);
+    DS_TRY(st);
+    if (why[0])
+        return DS_FAIL(DS_ERR_IO, "the ranks do not share their files: %s. Every rank must see "
+                       "one checkpoint folder and the same feature file", why);
     return DS_OK;
 }

@@ -81,8 +81,14 @@ static ds_status choose(run_state *r, char *path, size_t cap)
                      "reason is a lock, set HDF5_USE_FILE_LOCKING=FALSE; else move them away to "
                      "start afresh)", dir, n);
     }
-    if (st == DS_OK && n == 0)
+    if (st == DS_OK && n == 0) {
         ds_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);
+        const char *restarts = getenv("SLURM_RESTART_COUNT");
+        if (restarts && atol(restarts) > 0)   /* a requeue should find its predecessor's */
+            ds_print("warning: this job was requeued (SLURM_RESTART_COUNT=%s) but %s holds no "
+                     "checkpoint: if the run before wrote some, the folder is not the one it "
+                     "wrote to (a node-local disk?); this run starts at step 0\n", restarts, dir);
+    }
     free(steps);
     return st;
 }

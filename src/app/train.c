@@ -125,6 +125,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
             ds_print("removed %d partial checkpoint%s (step-N.h5.*.tmp) left by a save cut short\n",
                      removed, removed == 1 ? "" : "s");
     }
+    DS_TRY(ds_run_check_shared(r));
     if (o->resume)
         DS_TRY(ds_run_resume(r));
     ds_progress_start(&r->progress, o->progress, r->start_step);

@@ -88,6 +88,11 @@ ds_status ds_run_resume(run_state *r);
 
 /* ranks.c */
 ds_status ds_run_setup_ranks(run_state *r);
+/* Every rank sees the files rank 0 does: the checkpoint folder (a token
+ * file rank 0 writes there is read by each rank) and the training data (its
+ * content fingerprint); refused, naming each rank and node that does not.
+ * After rank 0 has readied the folder; all ranks call it. */
+ds_status ds_run_check_shared(run_state *r);
 void ds_run_close_ranks(run_state *r);
 /* Every rank's step time, loss and infinite count into s (one allgather). */
 ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
