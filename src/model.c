@@ -533,6 +533,25 @@ static ds_status transfer(ds_model *m, int which, int to_host, double *host)
 
 ds_status ds_model_get(ds_model *m, int which, double *host) { return transfer(m, which, 1, host); }
 
+ds_status ds_model_share_params(ds_model *m,
+                                ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
+                                void *user)
+{
+    flat_buffer b[2] = {{0}};
+    DS_TRY(buffers_of(m, DS_PARAMS, b));
+    for (int k = 0; k < 2; k++) {
+        if (!b[k].buf || !b[k].span)
+            continue;
+        DS_TRY(m->be->to_host(m->ctx, b[k].dt, b[k].span, b[k].buf, m->stage));
+        DS_TRY(share(user, m->stage, b[k].span, b[k].dt));
+        DS_TRY(m->be->from_host(m->ctx, b[k].dt, b[k].span, m->stage, b[k].buf));
+    }
+    /* the working copy forward reads, rounded once from the new master */
+    if (m->pm)
+        DS_TRY(m->be->convert(m->ctx, m->dt, m->p, m->roles.master, m->pm, m->param_span));
+    return DS_OK;
+}
+
 /* Slot i of o lies over each group of the parameters as their master copy
  * does: the same placement, so the same packing. */
 static ds_status transfer_slot(ds_model *m, ds_optim *o, int slot, int to_host, double *host)

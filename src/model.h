@@ -160,6 +160,15 @@ ds_status ds_model_optim_create(ds_model *m, const ds_optim_cfg *c, ds_optim **o
  * DS_PARAMS reads the master copy; putting them sets the working copy too.
  * Blocking. */
 ds_status ds_model_get(ds_model *m, int which, double *host);
+/* The parameters as they are stored (each group's master copy in its own
+ * dtype, gaps included) through share(user, bytes [count] of dt, count):
+ * staged to the host, passed to share (which may replace them: a
+ * broadcast), and put back; the working copy is then rounded from the
+ * master where one stands apart. No copy in doubles: rank 0's weights go
+ * to every rank at the size they have. */
+ds_status ds_model_share_params(ds_model *m,
+                                ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
+                                void *user);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
 /* Optimizer slot i of o (made by ds_model_optim_create) packed as DS_PARAMS
  * [param_count]: checkpoints hold it in table order, whatever the backend's

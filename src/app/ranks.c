@@ -23,24 +23,30 @@ static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
     return ds_reducer_sum(((run_state *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
 }
 
-/* Rank 0's initial weights, so every rank starts identical. */
+/* Rank 0's bytes of one parameter buffer to every rank, in its own dtype. */
+static ds_status bcast_bytes(void *user, void *bytes, size_t count, ds_dtype dt)
+{
+    ds_world *w = user;
+    const size_t es = ds_dtype_size(dt), piece = (size_t)1 << 28;   /* MPI counts are int */
+    const size_t total = count * es;
+    for (size_t at = 0; at < total; at += piece)
+        DS_TRY(ds_world_bcast(w, (char *)bytes + at, (int)(total - at < piece ? total - at : piece),
+                              MPI_BYTE, "the initial weights"));
+    return DS_OK;
+}
+
+/* Rank 0's initial weights, so every rank starts identical: sent as they
+ * are stored (float32 master weights as float32), never as doubles. */
 static ds_status broadcast_params(run_state *r)
 {
-    const size_t n = ds_model_param_count(r->model);
-    ds_status st = ds_model_get(r->model, DS_PARAMS, r->sync_host);
-    for (size_t at = 0; st == DS_OK && at < n; at += 1 << 26)   /* MPI counts are int */
-        st = ds_world_bcast(r->o->world, r->sync_host + at,
-                            (int)(n - at < (1 << 26) ? n - at : 1 << 26), MPI_DOUBLE,
-                            "the initial weights");
-    return st == DS_OK ? ds_model_put(r->model, DS_PARAMS, r->sync_host) : st;
+    return ds_model_share_params(r->model, bcast_bytes, r->o->world);
 }
 
 static ds_status alloc_rank_buffers(run_state *r)
 {
     r->gathered = calloc((size_t)r->ranks * GATHERED, sizeof *r->gathered);
-    r->sync_host = malloc(ds_model_param_count(r->model) * sizeof *r->sync_host);
     r->sync_sums = calloc((size_t)r->ranks, sizeof *r->sync_sums);
-    if (!r->gathered || !r->sync_host || !r->sync_sums)
+    if (!r->gathered || !r->sync_sums)
         return DS_FAIL(DS_ERR_MEM, "per-rank buffers for %d ranks", r->ranks);
     return DS_OK;
 }
@@ -141,6 +147,9 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
 ds_status ds_run_check_sync(run_state *r, long step)
 {
     const size_t n = ds_model_param_count(r->model);
+    /* only runs that check (--check-sync) pay for a host copy in doubles */
+    if (!r->sync_host && !(r->sync_host = malloc((n ? n : 1) * sizeof *r->sync_host)))
+        return DS_FAIL(DS_ERR_MEM, "parameter checksum buffer (%zu values)", n);
     DS_TRY(ds_model_get(r->model, DS_PARAMS, r->sync_host));
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a over the bytes: any difference shows */
     for (size_t i = 0; i < n * sizeof *r->sync_host; i++)
