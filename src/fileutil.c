@@ -123,10 +123,15 @@ int ds_tmp_is_of(const char *name, const char *base)
 ds_status ds_file_open_stream(const char *path, int append, const char *what, FILE **f)
 {
     *f = NULL;
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC),
-                  0644);
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+    int fd = open(path, flags | O_NOFOLLOW, 0644);
+    struct stat sb, target;
+    /* a link to a stream (/dev/stdout, a FIFO) is followed: no file behind it to destroy */
+    if (fd < 0 && errno == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) &&
+        stat(path, &target) == 0 &&
+        (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode) || S_ISSOCK(target.st_mode)))
+        fd = open(path, flags & ~O_CREAT, 0644);
     if (fd < 0) {
-        struct stat sb;
         if (errno == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
             return DS_FAIL(DS_ERR_IO, "%s: the %s is a symbolic link: not written through (give "
                            "the file it names, or another path)", path, what);

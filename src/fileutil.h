@@ -28,7 +28,8 @@ int ds_tmp_is_of(const char *name, const char *base);
 
 /* Opens path to write a stream (a log) that is not replaced whole: created
  * or truncated (append 0) or appended to, but never through a symbolic link
- * (refused, naming it). */
+ * to a file (refused, naming it); a link to a device, FIFO or socket
+ * (/dev/stdout) is followed. */
 ds_status ds_file_open_stream(const char *path, int append, const char *what, FILE **f);
 
 /* Refuses (DS_ERR_ARG) an output that is the same file as one of the

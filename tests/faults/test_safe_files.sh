@@ -7,7 +7,8 @@
 #   target untouched, and the output is a regular file;
 # - a link swapped in for every temporary file while prep writes: the target
 #   stays untouched and the output never becomes a link;
-# - a --log that is a symbolic link is refused, naming it;
+# - a --log that is a symbolic link to a file is refused, naming it (one to
+#   a stream, /dev/stdout, is followed);
 # - an output that is one of the command's inputs, by any name, is refused
 #   and the input kept: train --log over --train, prep --out over its
 #   manifest, export and import onto their own input;
@@ -87,6 +88,12 @@ ln -s "$victim" "$work/log.jsonl"
 out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log "$work/log.jsonl" 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && victim_kept && grep -q "symbolic link" <<<"$out"; then ok
 else bad "train --log LINK: exit $rc, victim kept: $(victim_kept && echo yes || echo no): $out"; fi
+
+# --- a --log that is a link to a stream (/dev/stdout) is followed: the
+# JSON lines come out
+out=$("$bin" train --model tiny --synthetic --steps 2 --print-every 0 --log /dev/stdout 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^{"step":' <<<"$out"; then ok
+else bad "train --log /dev/stdout: exit $rc: $out"; fi
 
 # --- bench --out with a link at the old temporary name
 ln -s "$victim" "$work/bj.json.tmp"
