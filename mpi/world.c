@@ -210,8 +210,13 @@ ds_status ds_mpi_check(int rc, const char *call)
 
 /* MPI has no 16-bit floats: F16 and BF16 travel as 2-byte types of their
  * own (distinct handles, so the sum knows which) and are summed by an op of
- * ours: both widened to double (exact for F16), added, rounded once to
- * nearest even. Addition commutes exactly, so every rank gets the same bits. */
+ * ours: both widened to float, added, rounded to nearest even. The float
+ * sum is rounded twice (to float, then to 16 bits), yet it is the exact
+ * sum rounded once: two p-bit numbers added in q >= 2p + 2 bits round the
+ * same either way (Figueroa), and float has 24 >= 2 x 11 + 2 (F16) and
+ * 2 x 8 + 2 (BF16). The same bits as widening to double, about 2.3 times
+ * faster (13M pairs: 72 against 171 ms for F16 on an AMD EPYC Zen 5).
+ * Addition commutes exactly, so every rank gets the same bits. */
 static MPI_Datatype mpi_f16 = MPI_DATATYPE_NULL, mpi_bf16 = MPI_DATATYPE_NULL;
 static MPI_Op mpi_half_sum = MPI_OP_NULL;
 
@@ -221,10 +226,10 @@ static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
     uint16_t *b = inout;
     if (*type == mpi_bf16)
         for (int i = 0; i < *len; i++)
-            b[i] = ds_bf16_from_f64((double)ds_f32_from_bf16(a[i]) + ds_f32_from_bf16(b[i]));
+            b[i] = ds_bf16_from_f32(ds_f32_from_bf16(a[i]) + ds_f32_from_bf16(b[i]));
     else
         for (int i = 0; i < *len; i++)
-            b[i] = ds_f16_from_f64((double)ds_f32_from_f16(a[i]) + ds_f32_from_f16(b[i]));
+            b[i] = ds_f16_from_f32(ds_f32_from_f16(a[i]) + ds_f32_from_f16(b[i]));
 }
 
 /* Once per process, after MPI_Init. */

@@ -5,7 +5,8 @@
  * rank checks the result bit for bit against the sum it forms itself, in
  * rank order, of every rank's inputs (the same additions MPI's sum makes at
  * 1 or 2 ranks, so exact equality holds there), then the same with
- * --reduce-dtype's wire set to FP32.
+ * --reduce-dtype's wire set to FP32, and FP16 and BF16 gradients summed by
+ * dstrain's own MPI op (each addition rounded once, to nearest even).
  *
  * usage: mpiexec -np 1|2 test_reducer_sum */
 #include <math.h>
@@ -14,12 +15,24 @@
 #include <string.h>
 
 #include "backend.h"
+#include "half.h"
 #include "reduce.h"
 #include "rng.h"
 #include "testutil.h"
 #include "world.h"
 
 enum { N = 10007, BUCKET = 1000 };
+
+/* x rounded once to dt (float64: as it is). */
+static double round_to(ds_dtype dt, double x)
+{
+    switch (dt) {
+    case DS_F32: return (float)x;
+    case DS_F16: return ds_f32_from_f16(ds_f16_from_f64(x));
+    case DS_BF16: return ds_f32_from_bf16(ds_bf16_from_f64(x));
+    default: return x;
+    }
+}
 
 /* rank r's input element i */
 static double input(int r, size_t i, ds_rng *g)
@@ -44,14 +57,13 @@ static long check(ds_world *w, const ds_backend *be, ds_ctx *ctx, ds_dtype dt, i
         ds_rng g;
         ds_rng_seed(&g, 101u + (unsigned)r);
         for (size_t i = 0; i < N; i++) {
-            double x = input(r, i, &g);
-            if (dt == DS_F32)
-                x = (float)x;
+            double x = round_to(dt, input(r, i, &g));
             if (r == w->rank)
                 in[i] = x;
-            const int narrow = dt == DS_F32 || (wire_set && wire == DS_F32);
-            want[i] = r == 0 ? (narrow ? (double)(float)x : x)
-                             : (narrow ? (double)((float)want[i] + (float)x) : want[i] + x);
+            const ds_dtype sum_dt = wire_set ? wire : dt;
+            /* each addition rounded once to the dtype summed in (exact in
+             * double for every dtype here: two 24-bit numbers at most) */
+            want[i] = r == 0 ? round_to(sum_dt, x) : round_to(sum_dt, want[i] + round_to(sum_dt, x));
         }
     }
     T_OK(be->alloc(ctx, dt, N, &grads));
@@ -98,6 +110,8 @@ int main(int argc, char **argv)
         {DS_F32, 0, DS_F32, "float32 gradients: summed in float32"},
         {DS_F64, 1, DS_F64, "float64 gradients, wire float64"},
         {DS_F64, 1, DS_F32, "float64 gradients, wire float32 (--reduce-dtype float32)"},
+        {DS_F16, 0, DS_F32, "float16 gradients: summed by dstrain's float16 op"},
+        {DS_BF16, 0, DS_F32, "bfloat16 gradients: summed by dstrain's bfloat16 op"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         const long bad = check(&w, be, ctx, cases[k].dt, cases[k].wire_set, cases[k].wire);
