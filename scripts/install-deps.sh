@@ -17,6 +17,7 @@ packages=(
   espeak-ng sox libsox-fmt-all         # the synthesized mini corpus
   python3-torch python3-numpy python3-h5py   # PyTorch peer checks (/usr/bin/python3)
   gnuplot-nox                          # bench/plot, bench/scaling-report: PNG charts
+  strace                               # tests/mpi/test_resume_once.sh: which rank opens a checkpoint
   clang libclang-rt-dev                # scripts/fuzz.sh: libFuzzer lives in clang's runtime
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user   # scripts/cross-aarch64.sh (ctest cross_aarch64)
 )

@@ -552,6 +552,36 @@ ds_status ds_model_share_params(ds_model *m,
     return DS_OK;
 }
 
+/* buf [span] of dt staged to the host, shared, and put back. */
+static ds_status share_buffer(ds_model *m, void *buf, size_t span, ds_dtype dt,
+                              ds_status (*share)(void *, void *, size_t, ds_dtype), void *user)
+{
+    if (!buf || !span)
+        return DS_OK;
+    DS_TRY(m->be->to_host(m->ctx, dt, span, buf, m->stage));
+    DS_TRY(share(user, m->stage, span, dt));
+    return m->be->from_host(m->ctx, dt, span, m->stage, buf);
+}
+
+ds_status ds_model_share_state(ds_model *m, ds_optim *o,
+                               ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
+                               void *user)
+{
+    flat_buffer s[2] = {{0}}, p[2] = {{0}};
+    DS_TRY(buffers_of(m, DS_BN_STATS, s));
+    DS_TRY(share_buffer(m, s[0].buf, s[0].span, s[0].dt, share, user));
+    DS_TRY(buffers_of(m, DS_PARAMS, p));
+    for (int slot = 0; slot < ds_optim_slots(o); slot++)
+        for (int k = 0; k < 2; k++)
+            if (p[k].buf)
+                DS_TRY(share_buffer(m, ds_optim_group_slot(o, k, slot), p[k].span, p[k].dt, share,
+                                    user));
+    double sc[DS_OPT_SCALARS];
+    DS_TRY(ds_optim_get_scalars(o, sc));
+    DS_TRY(share(user, sc, DS_OPT_SCALARS, DS_F64));
+    return ds_optim_set_scalars(o, sc);
+}
+
 /* Slot i of o lies over each group of the parameters as their master copy
  * does: the same placement, so the same packing. */
 static ds_status transfer_slot(ds_model *m, ds_optim *o, int slot, int to_host, double *host)

@@ -169,6 +169,12 @@ ds_status ds_model_get(ds_model *m, int which, double *host);
 ds_status ds_model_share_params(ds_model *m,
                                 ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
                                 void *user);
+/* The rest of what a resume restores, the same way: BatchNorm's running
+ * statistics, each of o's slots (in its parameter group's dtype) and o's
+ * scalars (as doubles). */
+ds_status ds_model_share_state(ds_model *m, ds_optim *o,
+                               ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
+                               void *user);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
 /* Optimizer slot i of o (made by ds_model_optim_create) packed as DS_PARAMS
  * [param_count]: checkpoints hold it in table order, whatever the backend's

@@ -49,3 +49,10 @@ add_test(NAME shared_files_ranks
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_shared_files.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
 set_tests_properties(shared_files_ranks PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+# A resume on 4 ranks reads the checkpoint once (rank 0; strace counts each
+# rank's opens) and ends where a straight run does, bit for bit.
+add_test(NAME resume_once_ranks
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_resume_once.sh $<TARGET_FILE:dstrain>)
+set_tests_properties(resume_once_ranks PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

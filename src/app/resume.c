@@ -1,7 +1,8 @@
 /* resume.c - --resume auto|PATH: the checkpoint to go on from, checked
  * against this run and loaded on every rank. Rank 0 chooses (with auto: the
  * newest that validates, a damaged one reported and passed over for the one
- * before it) and tells the others, which load the same file. */
+ * before it), reads it, and sends the others what it holds: the file is read
+ * once, however many ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,36 @@ static ds_status choose(run_state *r, char *path, size_t cap)
     return st;
 }
 
+/* Rank 0's bytes of one buffer to every rank. */
+static ds_status bcast_bytes(void *user, void *bytes, size_t count, ds_dtype dt)
+{
+    ds_world *w = user;
+    const size_t total = count * ds_dtype_size(dt), piece = (size_t)1 << 28;   /* int counts */
+    for (size_t at = 0; at < total; at += piece)
+        DS_TRY(ds_world_bcast(w, (char *)bytes + at, (int)(total - at < piece ? total - at : piece),
+                              MPI_BYTE, "the resumed state"));
+    return DS_OK;
+}
+
+/* What rank 0 read from the checkpoint, sent to the others (who read no
+ * file): the weights, BatchNorm's statistics, the optimizer's state and
+ * the position. 64 ranks once read a 1 GB checkpoint 64 times. */
+static ds_status send_resumed(run_state *r)
+{
+    ds_world *w = r->o->world;
+    DS_TRY(ds_model_share_params(r->model, bcast_bytes, w));
+    DS_TRY(ds_model_share_state(r->model, r->optim, bcast_bytes, w));
+    long pos[6] = {r->start_step, r->tried_ended, r->start_epoch, r->start_batch, r->bad_run, 0};
+    DS_TRY(ds_world_bcast(w, pos, 6, MPI_LONG, "the resumed position"));
+    DS_TRY(ds_world_bcast(w, r->rng.s, (int)sizeof r->rng.s, MPI_BYTE, "the resumed generator"));
+    r->start_step = r->saved_step = r->tried_step = pos[0];
+    r->tried_ended = (int)pos[1];
+    r->start_epoch = (int)pos[2];
+    r->start_batch = pos[3];
+    r->bad_run = pos[4];
+    return DS_OK;
+}
+
 ds_status ds_run_resume(run_state *r)
 {
     const ds_train_opts *o = r->o;
@@ -117,13 +148,8 @@ ds_status ds_run_resume(run_state *r)
     }
     if (!ok)
         return r->rank == 0 ? st : DS_FAIL(DS_ERR_ARG, "rank 0 could not resume (see its message)");
-    if (r->rank != 0 && path[0]) {
-        int foreign;
-        st = take(r, path, &foreign);
-        if (st != DS_OK)
-            return DS_FAIL(st, "rank %d: %s (is the checkpoint directory on a file system every "
-                           "rank sees?)", r->rank, ds_last_error());
-    }
+    if (r->ranks > 1 && path[0])   /* the file is read once, by rank 0 */
+        DS_TRY(send_resumed(r));
     if (path[0])
         ds_print("resumed from %s: step %ld, epoch %d, global batch %ld of the epoch\n", path,
                  r->start_step, r->start_epoch, r->start_batch);
