@@ -5,29 +5,15 @@
  * features. */
 #include "dataset.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 #include "dataset_impl.h"
 #include "h5io.h"
 
-static int same_seconds(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(a); }
-
 /* b's feature settings and dtype are a's. */
 static ds_status check_compatible(const ds_dataset *a, const ds_dataset *b)
 {
-    const ds_feature_cfg *x = &a->feat, *y = &b->feat;
-    int same = x->type == y->type && x->sample_rate == y->sample_rate
-               && same_seconds(x->window_size_s, y->window_size_s)
-               && same_seconds(x->window_stride_s, y->window_stride_s)
-               && a->n_features == b->n_features;   /* which sets n_mels or n_mfcc */
-    if (!same)
-        return DS_FAIL(DS_ERR_ARG, "%s: feature settings (%s, %d features, %d Hz, window %g s, "
-                       "stride %g s) differ from %s's (%s, %d features, %d Hz, window %g s, "
-                       "stride %g s)", b->path, ds_feature_type_name(y->type), b->n_features,
-                       y->sample_rate, y->window_size_s, y->window_stride_s, a->path,
-                       ds_feature_type_name(x->type), a->n_features, x->sample_rate,
-                       x->window_size_s, x->window_stride_s);
+    DS_TRY(ds_feature_check_same(a->path, &a->feat, b->path, &b->feat));
     if (a->feature_dtype != b->feature_dtype)
         return DS_FAIL(DS_ERR_ARG, "%s: features are %s but %s's are %s", b->path,
                        ds_dtype_name(b->feature_dtype), a->path, ds_dtype_name(a->feature_dtype));

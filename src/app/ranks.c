@@ -23,15 +23,13 @@ static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
     return ds_reducer_sum(((run_state *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
 }
 
-/* Rank 0's bytes of one parameter buffer to every rank, in its own dtype. */
-static ds_status bcast_bytes(void *user, void *bytes, size_t count, ds_dtype dt)
+ds_status ds_run_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)
 {
-    ds_world *w = user;
-    const size_t es = ds_dtype_size(dt), piece = (size_t)1 << 28;   /* MPI counts are int */
-    const size_t total = count * es;
+    const size_t total = count * ds_dtype_size(dt), piece = (size_t)1 << 28;   /* int counts */
     for (size_t at = 0; at < total; at += piece)
-        DS_TRY(ds_world_bcast(w, (char *)bytes + at, (int)(total - at < piece ? total - at : piece),
-                              MPI_BYTE, "the initial weights"));
+        DS_TRY(ds_world_bcast(world, (char *)bytes + at,
+                              (int)(total - at < piece ? total - at : piece), MPI_BYTE,
+                              "rank 0's weights and state"));
     return DS_OK;
 }
 
@@ -39,7 +37,7 @@ static ds_status bcast_bytes(void *user, void *bytes, size_t count, ds_dtype dt)
  * are stored (float32 master weights as float32), never as doubles. */
 static ds_status broadcast_params(run_state *r)
 {
-    return ds_model_share_params(r->model, bcast_bytes, r->o->world);
+    return ds_model_share_params(r->model, ds_run_bcast_bytes, r->o->world);
 }
 
 static ds_status alloc_rank_buffers(run_state *r)

@@ -94,25 +94,14 @@ static ds_status choose(run_state *r, char *path, size_t cap)
     return st;
 }
 
-/* Rank 0's bytes of one buffer to every rank. */
-static ds_status bcast_bytes(void *user, void *bytes, size_t count, ds_dtype dt)
-{
-    ds_world *w = user;
-    const size_t total = count * ds_dtype_size(dt), piece = (size_t)1 << 28;   /* int counts */
-    for (size_t at = 0; at < total; at += piece)
-        DS_TRY(ds_world_bcast(w, (char *)bytes + at, (int)(total - at < piece ? total - at : piece),
-                              MPI_BYTE, "the resumed state"));
-    return DS_OK;
-}
-
 /* What rank 0 read from the checkpoint, sent to the others (who read no
  * file): the weights, BatchNorm's statistics, the optimizer's state and
  * the position. 64 ranks once read a 1 GB checkpoint 64 times. */
 static ds_status send_resumed(run_state *r)
 {
     ds_world *w = r->o->world;
-    DS_TRY(ds_model_share_params(r->model, bcast_bytes, w));
-    DS_TRY(ds_model_share_state(r->model, r->optim, bcast_bytes, w));
+    DS_TRY(ds_model_share_params(r->model, ds_run_bcast_bytes, w));
+    DS_TRY(ds_model_share_state(r->model, r->optim, ds_run_bcast_bytes, w));
     long pos[6] = {r->start_step, r->tried_ended, r->start_epoch, r->start_batch, r->bad_run, 0};
     DS_TRY(ds_world_bcast(w, pos, 6, MPI_LONG, "the resumed position"));
     DS_TRY(ds_world_bcast(w, r->rng.s, (int)sizeof r->rng.s, MPI_BYTE, "the resumed generator"));

@@ -88,6 +88,10 @@ ds_status ds_run_resume(run_state *r);
 
 /* ranks.c */
 ds_status ds_run_setup_ranks(run_state *r);
+/* Rank 0's bytes [count] of dt to every rank of world (a ds_world *), in
+ * pieces MPI's int counts take: the share callback of ds_model_share_params
+ * and ds_model_share_state. */
+ds_status ds_run_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt);
 /* Every rank sees the files rank 0 does: the checkpoint folder (a token
  * file rank 0 writes there is read by each rank) and the training data (its
  * content fingerprint); refused, naming each rank and node that does not.
