@@ -44,6 +44,11 @@ static ds_status alloc_rank_buffers(run_state *r)
 {
     r->gathered = calloc((size_t)r->ranks * GATHERED, sizeof *r->gathered);
     r->sync_sums = calloc((size_t)r->ranks, sizeof *r->sync_sums);
+    /* a host copy in doubles only for runs that check (--check-sync), and
+     * here, before the first step, not at the first check */
+    const size_t n = ds_model_param_count(r->model);
+    if (r->o->check_sync > 0 && !(r->sync_host = malloc((n ? n : 1) * sizeof *r->sync_host)))
+        return DS_FAIL(DS_ERR_MEM, "parameter checksum buffer (%zu values)", n);
     if (!r->gathered || !r->sync_sums)
         return DS_FAIL(DS_ERR_MEM, "per-rank buffers for %d ranks", r->ranks);
     return DS_OK;
@@ -145,9 +150,6 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
 ds_status ds_run_check_sync(run_state *r, long step)
 {
     const size_t n = ds_model_param_count(r->model);
-    /* only runs that check (--check-sync) pay for a host copy in doubles */
-    if (!r->sync_host && !(r->sync_host = malloc((n ? n : 1) * sizeof *r->sync_host)))
-        return DS_FAIL(DS_ERR_MEM, "parameter checksum buffer (%zu values)", n);
     DS_TRY(ds_model_get(r->model, DS_PARAMS, r->sync_host));
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a over the bytes: any difference shows */
     for (size_t i = 0; i < n * sizeof *r->sync_host; i++)
