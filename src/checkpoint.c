@@ -10,13 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build_info.h"
 #include "fileutil.h"
 #include "h5io.h"
 #include "h5seal.h"
 
-#define CKPT_FORMAT "dstrain-checkpoint"
-#define CKPT_VERSION 3   /* 3: attributes sealed (h5seal.h); 2: resume state; 1: parameters */
 
 /* group/<name> for every tensor of the parameter table (state 0) or the
  * BatchNorm statistics (state 1) from host [packed, table order], in the
@@ -61,94 +58,15 @@ ds_status ds_checkpoint_write_tensors(hid_t file, ds_model *m, const char *group
     return st;
 }
 
-/* /optim: every slot in the parameters' layout, and the scalars. */
-static ds_status write_optim(hid_t file, ds_model *m, ds_optim *o)
-{
-    double *host = host_table(m, 0);
-    if (!host)
-        return DS_ERR_MEM;
-    ds_status st = DS_OK;
-    for (int i = 0; st == DS_OK && i < ds_optim_slots(o); i++) {
-        char group[32];
-        snprintf(group, sizeof group, "optim/slot%d", i);
-        st = ds_model_get_optim_slot(m, o, i, host);
-        if (st == DS_OK)
-            st = write_table(file, m, group, 0, host);
-    }
-    double scal[DS_OPT_SCALARS];
-    hsize_t dims[1] = {DS_OPT_SCALARS};
-    if (st == DS_OK)
-        st = ds_optim_get_scalars(o, scal);
-    if (st == DS_OK)
-        st = ds_h5_write(file, "optim/scalars", DS_F64, 1, dims, scal);
-    free(host);
-    return st;
-}
-
-/* The generator as text: HDF5 attributes here are doubles or strings, and a
- * double cannot hold 64 bits. */
-static void rng_text(const uint64_t *s, char *out, size_t cap)
-{
-    snprintf(out, cap, "%016llx %016llx %016llx %016llx", (unsigned long long)s[0],
-             (unsigned long long)s[1], (unsigned long long)s[2], (unsigned long long)s[3]);
-}
-
-static ds_status write_resume_attrs(hid_t f, const ds_ckpt_info *info)
-{
-    char rng[80];
-    rng_text(info->rng, rng, sizeof rng);
-    DS_TRY(ds_h5_write_attr_f64(f, "next_epoch", info->next_epoch));
-    DS_TRY(ds_h5_write_attr_i64(f, "next_batch", info->next_batch));
-    DS_TRY(ds_h5_write_attr_i64(f, "bad_run", info->bad_run));
-    DS_TRY(ds_h5_write_attr_str(f, "rng", rng));
-    return ds_h5_write_attr_str(f, "run_config", info->run_config);
-}
-
-static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
-{
-    char json[8192];
-    DS_TRY(ds_config_to_json(ds_model_config(m), json, sizeof json));
-    DS_TRY(ds_h5_write_attr_str(f, "format", CKPT_FORMAT));
-    DS_TRY(ds_h5_write_attr_f64(f, "version", CKPT_VERSION));
-    DS_TRY(ds_h5_write_attr_str(f, "dstrain_version", DSTRAIN_VERSION " (" DSTRAIN_GIT_REV ")"));
-    DS_TRY(ds_h5_write_attr_str(f, "config", json));
-    DS_TRY(ds_h5_write_attr_str(f, "dtype", ds_dtype_name(ds_model_dtype(m))));
-    DS_TRY(ds_h5_write_attr_f64(f, "step", (double)info->step));
-    DS_TRY(ds_h5_write_attr_f64(f, "epoch", info->epoch));
-    DS_TRY(ds_h5_write_attr_str(f, "feature_type", ds_feature_type_name(info->feat.type)));
-    DS_TRY(ds_h5_write_attr_f64(f, "sample_rate", info->feat.sample_rate));
-    DS_TRY(ds_h5_write_attr_f64(f, "window_size_s", info->feat.window_size_s));
-    DS_TRY(ds_h5_write_attr_f64(f, "window_stride_s", info->feat.window_stride_s));
-    DS_TRY(ds_h5_write_attr_f64(f, "n_mels", info->feat.n_mels));
-    DS_TRY(ds_h5_write_attr_f64(f, "n_mfcc", info->feat.n_mfcc));
-    return ds_h5_write_attr_str(f, "normalization", ds_norm_name(info->norm));
-}
-
 ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info)
 {
-    hid_t f;
-    /* built in memory, then written by ds_h5_save_mem to a new temporary
-     * file beside path and committed: a full disk is an error naming the
-     * file, and path keeps the previous checkpoint */
-    char label[1100];   /* names the file in memory only: nothing is opened there */
-    snprintf(label, sizeof label, "%s.in-memory", path);
-    DS_TRY(ds_h5_create_mem(label, &f));
-    ds_status st = write_attrs(f, m, info);
+    ds_ckpt_image *img;
+    DS_TRY(ds_ckpt_image_create(m, o, &img));
+    ds_status st = ds_ckpt_image_take(img, o, info);
     if (st == DS_OK)
-        st = ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS);
-    if (st == DS_OK)
-        st = ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS);
-    if (st == DS_OK && o)
-        st = write_optim(f, m, o);
-    if (st == DS_OK && o)
-        st = write_resume_attrs(f, info);
-    if (st == DS_OK)
-        st = ds_h5_seal_attrs(f);
-    if (st != DS_OK) {
-        ds_h5_close(f);
-        return st;
-    }
-    return ds_h5_save_mem(f, path);
+        st = ds_ckpt_image_write(img, path);
+    ds_ckpt_image_free(img);
+    return st;
 }
 
 static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info)
@@ -220,13 +138,13 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
         st = ds_h5_check_attrs(f, path, 0, &sealed);
     if (st == DS_OK)
         st = ds_h5_read_attr_str(f, "format", fmt, sizeof fmt);
-    if (st == DS_OK && strcmp(fmt, CKPT_FORMAT) != 0)
+    if (st == DS_OK && strcmp(fmt, DS_CKPT_FORMAT) != 0)
         st = DS_FAIL(DS_ERR_IO, "%s: attribute format is \"%s\", not a dstrain checkpoint", path, fmt);
     if (st == DS_OK)
         st = ds_h5_read_attr_f64(f, "version", &version);
-    if (st == DS_OK && version != 1 && version != 2 && version != CKPT_VERSION)
+    if (st == DS_OK && version != 1 && version != 2 && version != DS_CKPT_VERSION)
         st = DS_FAIL(DS_ERR_IO, "%s: checkpoint version %g, this dstrain reads 1 to %d", path,
-                     version, CKPT_VERSION);
+                     version, DS_CKPT_VERSION);
     if (st == DS_OK && version >= 3 && !sealed)
         st = DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", path, DS_H5_SEAL_ATTR);
     if (st == DS_OK)

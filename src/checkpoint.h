@@ -12,7 +12,9 @@
  *   training option, key=value lines); attributes_crc32, the CRC-32 of all
  *   the others (h5seal.h).
  * Every dataset carries HDF5's Fletcher32 checksum. Written whole in memory,
- * then to a temporary name, fsynced, renamed, directory fsynced. Version 2
+ * then to a temporary name, fsynced, renamed, directory fsynced: from an
+ * image copied out of the backend first, so that the write may run beside
+ * training (ds_ckpt_image). Version 2
  * files (no attributes_crc32) still resume; version 1 files (parameters
  * only) still load for eval and transcribe. */
 #ifndef DS_CHECKPOINT_H
@@ -24,6 +26,9 @@
 #include "input_spec.h"
 #include "model.h"
 #include "optim.h"
+
+#define DS_CKPT_FORMAT "dstrain-checkpoint"
+#define DS_CKPT_VERSION 3   /* 3: attributes sealed (h5seal.h); 2: resume state; 1: parameters */
 
 typedef struct {
     long step;
@@ -41,8 +46,23 @@ typedef struct {
 } ds_ckpt_info;
 
 /* Writes m (and o's state with info's resume fields; o NULL: the model
- * only) to path. */
+ * only) to path: an image taken and written at once. */
 ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info);
+
+/* A checkpoint in two halves (checkpoint_image.c), for a save beside
+ * training: the take copies what a checkpoint holds out of the backend into
+ * host memory (pinned where the backend has it), in the dtypes it is kept
+ * in, and blocks until the copy is whole; the write builds and commits the
+ * file from that copy alone and may run in another thread while m trains on
+ * (it reads m's tables and configuration, never its buffers). One image is
+ * taken again for every save; m and o must outlive it. */
+typedef struct ds_ckpt_image ds_ckpt_image;
+/* Sized for m and o (o NULL: the model only); nothing copied yet. */
+ds_status ds_ckpt_image_create(ds_model *m, ds_optim *o, ds_ckpt_image **out);
+ds_status ds_ckpt_image_take(ds_ckpt_image *img, ds_optim *o, const ds_ckpt_info *info);
+ds_status ds_ckpt_image_write(const ds_ckpt_image *img, const char *path);
+const ds_ckpt_info *ds_ckpt_image_info(const ds_ckpt_image *img);
+void ds_ckpt_image_free(ds_ckpt_image *img);
 /* The configuration and info stored in path, to build the model it needs. */
 ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtype *dt,
                                     ds_ckpt_info *info);

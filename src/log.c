@@ -69,6 +69,23 @@ const char *ds_json_num(double v, char *buf)
     return buf;
 }
 
+const char *ds_json_str(const char *s, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 8 < cap; p++) {
+        if (*p == '"' || *p == '\\')
+            n += (size_t)snprintf(buf + n, cap - n, "\\%c", *p);
+        else if (*p < 0x20)   /* a control byte: JSON allows none raw */
+            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", *p);
+        else
+            buf[n++] = (char)*p;
+    }
+    buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
 double ds_printable(double v) { return isnan(v) ? NAN : v; }
 
 static void put_num(FILE *f, const char *key, double v, int last)

@@ -46,6 +46,9 @@ ds_status ds_log_raw(ds_log *l, const char *json);
 /* v as a JSON value into buf [32]: "%.10g", or null for inf and NaN (JSON
  * has neither). Returns buf. */
 const char *ds_json_num(double v, char *buf);
+/* s as a JSON string, quoted and escaped, into buf [cap >= 10]; cut short
+ * (still a valid string) where it does not fit. Returns buf. */
+const char *ds_json_str(const char *s, char *buf, size_t cap);
 /* v for printf: a NaN made positive, so a NaN loss prints "nan", never
  * glibc's "-nan". */
 double ds_printable(double v);

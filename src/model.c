@@ -533,6 +533,18 @@ static ds_status transfer(ds_model *m, int which, int to_host, double *host)
 
 ds_status ds_model_get(ds_model *m, int which, double *host) { return transfer(m, which, 1, host); }
 
+ds_status ds_model_flat_group(ds_model *m, int which, int k, void **buf, ds_dtype *dt, size_t *span)
+{
+    flat_buffer b[2] = {{0}};
+    DS_TRY(buffers_of(m, which, b));
+    if (k < 0 || k > 1)
+        return DS_FAIL(DS_ERR_ARG, "no parameter group %d", k);
+    *buf = b[k].span ? b[k].buf : NULL;
+    *dt = b[k].dt;
+    *span = *buf ? b[k].span : 0;
+    return DS_OK;
+}
+
 ds_status ds_model_share_params(ds_model *m,
                                 ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
                                 void *user)

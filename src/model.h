@@ -175,6 +175,12 @@ ds_status ds_model_share_params(ds_model *m,
 ds_status ds_model_share_state(ds_model *m, ds_optim *o,
                                ds_status (*share)(void *user, void *bytes, size_t count, ds_dtype dt),
                                void *user);
+/* Group k (0 or 1) of buffer which as the backend holds it, for a copy
+ * without conversion (checkpoint images): *buf in backend memory (NULL when
+ * the group has no tensors), its dtype, *span [elements] (gaps included;
+ * a tensor's elements start at its place). Parameters: the master copy. */
+ds_status ds_model_flat_group(ds_model *m, int which, int k, void **buf, ds_dtype *dt,
+                              size_t *span);
 ds_status ds_model_put(ds_model *m, int which, const double *host);
 /* Optimizer slot i of o (made by ds_model_optim_create) packed as DS_PARAMS
  * [param_count]: checkpoints hold it in table order, whatever the backend's

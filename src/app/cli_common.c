@@ -13,6 +13,7 @@
 #include "build_info.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "h5lock.h"
 #include "cpu_isa.h"
 #include "reduce.h"
 
@@ -121,10 +122,8 @@ int ds_cli_version(int argc, char **argv)
         fprintf(stderr, "dstrain version: takes no operand (got \"%s\")\n", argv[optind]);
         return 2;
     }
-    unsigned maj, min, rel;
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
     int mpi_len = 0;
-    H5get_libversion(&maj, &min, &rel);
     MPI_Get_library_version(mpi, &mpi_len);
     for (int i = 0; i < mpi_len; i++)   /* first line only */
         if (mpi[i] == '\n' || mpi[i] == ',') {
@@ -138,7 +137,8 @@ int ds_cli_version(int argc, char **argv)
     char isa[400];   /* the CPU ops' instruction set, and what the host runs */
     ds_cpu_isa_describe(isa, sizeof isa);
     printf("cpu ops:  %s\n", isa);
-    printf("hdf5:     %u.%u.%u\n", maj, min, rel);
+    char h5[160];   /* the loader's readers and the checkpoint writer share it */
+    printf("hdf5:     %s\n", ds_h5_thread_mode(h5, sizeof h5));
     printf("mpi:      %s\n", mpi);
     printf("cjson:    %s\n", cJSON_Version());
     const ds_backend *cuda = ds_backend_get("cuda");

@@ -16,7 +16,8 @@ enum {
     O_NO_NESTEROV, O_WD, O_SCHEDULE, O_ANNEAL, O_POLY, O_WARMUP, O_MAX_NORM, O_LOG, O_PRINT,
     O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
-    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS
+    O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS,
+    O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH
 };
 
 /* The options of dstrain train: its --help and its part of the README
@@ -29,7 +30,10 @@ static const ds_flag train_flags[] = {
                 "model config JSON instead of a preset (see `configs/`)"),
     DS_FLAG_ARG(O_TRAIN, "train", "H5", NULL, "training features (`dstrain prep`); or --synthetic"),
     DS_FLAG_ARG(O_VAL, "val", "H5", NULL,
-                "validation features: loss, WER and CER after every epoch"),
+                "validation features: loss, WER and CER after every epoch, each rank scoring "
+                "its share"),
+    DS_FLAG_ARG(O_VAL_EVERY, "val-every", "N", "0",
+                "validate every N steps too (with --val); 0: only at the end of every epoch"),
     DS_FLAG_ARG(O_MIN_DUR, "min-duration", "S", "0", "skip utterances shorter than S seconds"),
     DS_FLAG_ARG(O_MAX_DUR, "max-duration", "S", "no limit",
                 "skip utterances longer than S seconds"),
@@ -126,11 +130,19 @@ static const ds_flag train_flags[] = {
     DS_FLAG_ARG(O_KEEP, "keep", "K", "0: all",
                 "keep only the K newest `step-*.h5`; old ones go only after the new one is in "
                 "place"),
+    DS_FLAG_ARG(O_CKPT_WRITE, "checkpoint-write", "W", "background",
+                "background | sync: background copies the checkpoint into host memory at the step "
+                "boundary (training waits only for that copy) and writes, checksums and fsyncs "
+                "it in a thread while training goes on, one save in flight at most; a stop "
+                "signal and the run's end wait for it. sync writes it before the next step"),
     DS_FLAG_ARG(O_CKPT_ERROR, "checkpoint-error", "E", "stop",
                 "stop | continue: what a failed save (full disk) does: end the run, or warn and "
                 "train on; either way the previous checkpoint stays whole"),
     DS_FLAG_SECTION("output"),
-    DS_FLAG_ARG(O_LOG, "log", "FILE.jsonl", NULL, "one JSON object per step"),
+    DS_FLAG_ARG(O_LOG, "log", "FILE.jsonl", NULL,
+                "one JSON object per step (`{\"step\":...}`), per validation "
+                "(`{\"eval\":\"val\",...}`) and per checkpoint (`{\"checkpoint\":...}`: its "
+                "stall and write time)"),
     DS_FLAG_ARG(O_PRINT, "print-every", "K", "10",
                 "a console line with the batch's greedy CER every K steps; 0: only at the end"),
     DS_FLAG_ARG(O_PROGRESS, "progress", "auto|bar|lines", "auto",
@@ -213,6 +225,12 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
                                 &o->checkpoint_continue);
             break;
         case O_CKPT_EVERY: bad = num("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
+        case O_CKPT_WRITE:
+            bad = ds_cli_choice("train", "checkpoint-write", optarg,
+                                (const char *const[]){"background", "sync", NULL},
+                                &o->checkpoint_sync);
+            break;
+        case O_VAL_EVERY: bad = num("val-every", optarg, 0, 1e12, &v); o->val_every = (long)v; break;
         case O_ALLREDUCE:
             bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK;
             have_allreduce = 1;
@@ -284,6 +302,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     }
     if (o->val_path && !o->train_path) {
         fprintf(stderr, "dstrain train: --val needs --train\n");
+        return 2;
+    }
+    if (o->val_every > 0 && !o->val_path) {
+        fprintf(stderr, "dstrain train: --val-every %ld needs --val (the features to validate on)\n",
+                o->val_every);
         return 2;
     }
     if (o->progress == 2)

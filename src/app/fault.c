@@ -9,6 +9,16 @@
 #include "h5io.h"
 #include "train_run.h"
 
+static long killsave_step = -1;
+
+void ds_fault_arm_save(long step)
+{
+    /* armed only now, once the save before has ended: a background write
+     * of an earlier step must not be the one killed */
+    if (step == killsave_step)
+        ds_h5_fault_kill_after(4096);
+}
+
 int ds_inject_fault(int my_rank, long step)
 {
     const char *f = getenv("DSTRAIN_FAULT");
@@ -25,8 +35,8 @@ int ds_inject_fault(int my_rank, long step)
         return DS_POISON_GRAD;
     if (!strcmp(kind, "nan"))
         return DS_POISON_LOSS;
-    if (!strcmp(kind, "killsave")) {   /* SIGKILL 4 KiB into the next checkpoint write */
-        ds_h5_fault_kill_after(4096);
+    if (!strcmp(kind, "killsave")) {   /* SIGKILL 4 KiB into this step's checkpoint write */
+        killsave_step = step;
         return DS_POISON_NONE;
     }
     if (!strcmp(kind, "stop")) {   /* SIGUSR1 at this very step, as a scheduler's warning */

@@ -14,13 +14,17 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_writer.h"
 #include "fileutil.h"
+#include "h5lock.h"
 #include "evaluate.h"
 #include "run_config.h"
 #include "train_run.h"
 
 void ds_run_close(run_state *r)
 {
+    ds_ckpt_writer_destroy(r->ckpt);   /* a save in flight ends first, in the locked folder */
+    r->ckpt = NULL;
     ds_log_close(&r->log);
     ds_dir_lock_release(&r->ckpt_lock);
     ds_run_close_data(r);
@@ -93,7 +97,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     r->o = o;
     r->rank = o->world ? o->world->rank : 0;
     r->ranks = o->world ? o->world->size : 1;
-    r->saved_step = r->tried_step = -1;
+    r->saved_step = r->tried_step = r->validated_step = -1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
     DS_TRY(planned(r, &lim, "the host", ds_run_open_data(r, &lim)));
@@ -110,6 +114,10 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
                    ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
     DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));
     report_memory(r);
+    if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */
+        char h5[160];
+        ds_print("note: %s\n", ds_h5_thread_mode(h5, sizeof h5));
+    }
     DS_TRY(describe_run(r));
     if (r->rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
@@ -124,6 +132,10 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
         if (removed)
             ds_print("removed %d partial checkpoint%s (step-N.h5.*.tmp) left by a save cut short\n",
                      removed, removed == 1 ? "" : "s");
+        /* the image's host memory now: a save later cannot fail for want of it */
+        DS_TRY(planned(r, &lim, "the host",
+                       ds_ckpt_writer_create(r->model, r->optim, !o->checkpoint_sync,
+                                             o->checkpoint_dir, o->checkpoint_keep, &r->ckpt)));
     }
     DS_TRY(ds_run_check_shared(r));
     if (o->resume)
@@ -134,17 +146,57 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     return ds_log_open(&r->log, o->log_path, r->start_step > 0);   /* a resume appends */
 }
 
+/* A save that failed: with --checkpoint-error continue a warning (the
+ * previous checkpoint is still whole), else the run's error. */
+static ds_status save_failed(run_state *r, long step, ds_status st, const char *why_now)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", why_now);   /* may be the error about to be cleared */
+    ds_clear_error();
+    if (!r->o->checkpoint_continue)
+        return DS_FAIL(st, "checkpoint at step %ld not written: %s", step, why);
+    ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
+             "(--checkpoint-error continue)\n", step, why);
+    ds_clear_error();   /* the next failure's message is its own */
+    return DS_OK;
+}
+
+/* Reports the save that ended (wait: the one in flight, once it ends):
+ * printed, logged with what it cost training, or its failure. Rank 0. */
+static ds_status report_save(run_state *r, int wait)
+{
+    ds_ckpt_done d;
+    if (!r->ckpt || !ds_ckpt_writer_poll(r->ckpt, wait, &d))
+        return DS_OK;
+    if (d.st != DS_OK)
+        return save_failed(r, d.step, d.st, d.msg);
+    r->saved_step = d.step;
+    const char *how = r->o->checkpoint_sync ? "" : " beside training";
+    ds_print("checkpoint %s (training stalled %.2f s; written in %.2f s%s)\n", d.path,
+             d.wait_s + d.take_s, d.write_s, how);
+    char line[1400], path[1200];
+    snprintf(line, sizeof line,
+             "{\"checkpoint\":%s,\"step\":%ld,\"stall_s\":%.4f,\"wait_s\":%.4f,"
+             "\"take_s\":%.4f,\"write_s\":%.4f,\"async\":%s}",
+             ds_json_str(d.path, path, sizeof path), d.step, d.wait_s + d.take_s, d.wait_s, d.take_s,
+             d.write_s, r->o->checkpoint_sync ? "false" : "true");
+    return ds_log_raw(&r->log, line);
+}
+
 /* A checkpoint after step (counted from 1) of epoch. The run goes on at the
  * next global batch of the epoch; or, when ended (saved by epoch_end, after
  * the validation, with no batch left), at the next epoch's first, so a
  * resume neither repeats the epoch's end nor, when a save on its last step
- * came before the validation, misses it. */
+ * came before the validation, misses it. Rank 0 copies the model out and
+ * writes it beside training (--checkpoint-sync: at once); the other ranks
+ * go on at once. */
 static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
 {
     r->tried_step = step;
     r->tried_ended = ended;
     if (r->rank != 0)
         return DS_OK;
+    DS_TRY(report_save(r, 1));   /* the save before: at most one in flight */
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm,
@@ -152,21 +204,11 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
                          .next_batch = ended ? 0 : r->batch_pos, .bad_run = r->bad_run};
     memcpy(info.rng, r->rng.s, sizeof info.rng);
     snprintf(info.run_config, sizeof info.run_config, "%s", r->run_config);
-    ds_status st = ds_checkpoint_save(path, r->model, r->optim, &info);
-    if (st == DS_OK) {
-        r->saved_step = step;
-        ds_print("checkpoint %s\n", path);
-        int removed = 0;   /* old ones go only once the new one is safely in place */
-        if (r->o->checkpoint_keep > 0)
-            st = ds_checkpoint_prune(r->o->checkpoint_dir, r->o->checkpoint_keep, &removed);
-    }
-    if (st != DS_OK && r->o->checkpoint_continue) {   /* the previous checkpoint is still whole */
-        ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
-                 "(--checkpoint-error continue)\n", step, ds_last_error());
-        ds_clear_error();   /* the next failure's message is its own */
-        st = DS_OK;
-    }
-    return st;
+    ds_fault_arm_save(step);
+    ds_status st = ds_ckpt_writer_save(r->ckpt, path, &info);
+    if (st != DS_OK)
+        return save_failed(r, step, st, ds_last_error());
+    return r->o->checkpoint_sync ? report_save(r, 1) : DS_OK;
 }
 
 static void print_step(long total, const ds_step_metrics *s)
@@ -188,7 +230,32 @@ static int needs_sync(const run_state *r, long step)
     const long n = step + 1;
     return n == r->total || (o->print_every > 0 && n % o->print_every == 0) ||
            (o->check_sync > 0 && r->ranks > 1 && n % o->check_sync == 0) ||
-           (o->checkpoint_dir && o->checkpoint_every > 0 && n % o->checkpoint_every == 0);
+           (o->checkpoint_dir && o->checkpoint_every > 0 && n % o->checkpoint_every == 0) ||
+           (r->val && o->val_every > 0 && n % o->val_every == 0);
+}
+
+/* Every rank scores its share of the validation set (ds_evaluate_ranks):
+ * logged, printed, and kept as the run's last validation. After a step
+ * that was read before the next was launched: nothing else uses the model. */
+static ds_status validate(run_state *r, long step, int epoch, ds_train_result *res)
+{
+    ds_eval_result ev;
+    DS_TRY(ds_evaluate_ranks(r->model, r->val, r->val_keep, r->n_val, r->o->batch, r->o->norm,
+                             r->ranks > 1 ? r->o->world : NULL, &ev));
+    r->validated_step = step;
+    res->val_cer = ds_score_cer(&ev.score);
+    res->val_wer = ds_score_wer(&ev.score);
+    res->val_loss = ev.loss;
+    char line[512], loss[32];
+    snprintf(line, sizeof line,
+             "{\"eval\":\"val\",\"epoch\":%d,\"step\":%ld,\"loss\":%s,\"wer\":%.6f,"
+             "\"cer\":%.6f,\"utterances\":%ld,\"n_inf\":%ld}",
+             epoch, step, ds_json_num(ev.loss, loss), res->val_wer, res->val_cer,
+             ev.score.utterances, ev.n_infinite);
+    DS_TRY(ds_log_raw(&r->log, line));
+    ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances, after step %ld)\n",
+             epoch, ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances, step);
+    return DS_OK;
 }
 
 /* Reads the pending step's metrics; logs, prints, checks and saves it. */
@@ -233,9 +300,11 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
                        p.step + 2 - r->bad_run, p.step + 1, o->max_bad_steps);
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_run_check_sync(r, p.step + 1));
+    if (r->val && o->val_every > 0 && (p.step + 1) % o->val_every == 0)
+        DS_TRY(validate(r, p.step + 1, p.epoch, res));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
         DS_TRY(save_checkpoint(r, p.step + 1, p.epoch, 0));
-    return DS_OK;
+    return report_save(r, 0);   /* a save that ended beside this step */
 }
 
 static ds_status finish_pending(run_state *r, ds_train_result *res)
@@ -266,23 +335,8 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         r->loader = NULL;
     }
     DS_TRY(finish_pending(r, res));
-    if (r->val) {
-        ds_eval_result ev;
-        DS_TRY(ds_evaluate_ranks(r->model, r->val, r->val_keep, r->n_val, r->o->batch, r->o->norm,
-                                 r->ranks > 1 ? r->o->world : NULL, &ev));
-        res->val_cer = ds_score_cer(&ev.score);
-        res->val_wer = ds_score_wer(&ev.score);
-        res->val_loss = ev.loss;
-        char line[512], loss[32];
-        snprintf(line, sizeof line,
-                 "{\"eval\":\"val\",\"epoch\":%d,\"step\":%ld,\"loss\":%s,\"wer\":%.6f,"
-                 "\"cer\":%.6f,\"utterances\":%ld,\"n_inf\":%ld}",
-                 epoch, step, ds_json_num(ev.loss, loss), res->val_wer, res->val_cer,
-                 ev.score.utterances, ev.n_infinite);
-        DS_TRY(ds_log_raw(&r->log, line));
-        ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances)\n", epoch,
-                 ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances);
-    }
+    if (r->val && r->validated_step != step)
+        DS_TRY(validate(r, step, epoch, res));
     /* at the end of every epoch (and of the run), unless this step's is
      * written: again when that one was saved before the validation */
     const int ended = ds_run_epoch_exhausted(r, epoch);
@@ -299,6 +353,7 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
     res->stop_signal = r->stop_signal;
     if (r->o->checkpoint_dir && r->tried_step != step)   /* once a step */
         DS_TRY(save_checkpoint(r, step, epoch, 0));
+    DS_TRY(report_save(r, 1));   /* the job may be killed soon after: the save is whole first */
     if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
                  r->o->checkpoint_dir, step);
@@ -344,6 +399,7 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
         }
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }
+    DS_TRY_GOTO(st, report_save(&r, 1), out);   /* the last save is whole before the run says so */
     if (res->steps - r.start_step > 1) {
         res->mean_step_ms /= res->steps - r.start_step - 1;
         res->samples_per_s = o->batch * r.ranks / (res->mean_step_ms / 1e3);

@@ -29,6 +29,7 @@ typedef struct {
     int progress;              /* a progress bar on rank 0's terminal (progress.h) */
     /* data: HDF5 feature files, or synthetic when train_path is NULL */
     const char *train_path, *val_path;
+    long val_every;               /* validate every val_every steps too; 0: at epoch ends only */
     double min_duration, max_duration;   /* seconds; max <= 0: no limit */
     ds_norm norm;
     ds_specaug aug;
@@ -39,6 +40,7 @@ typedef struct {
     long checkpoint_every;        /* steps; 0: at the end of each epoch */
     int checkpoint_continue;      /* a failed save warns and training goes on */
     int checkpoint_keep;          /* newest checkpoints kept; 0: all */
+    int checkpoint_sync;          /* 1: written before the next step; 0: in the background */
     long max_bad_steps;           /* stop after this many consecutive skipped steps; 0: never */
     const char *resume;           /* "auto": the newest valid checkpoint in checkpoint_dir
                                    * (none yet: start afresh); a path: that one; NULL: none */

@@ -34,6 +34,7 @@ typedef struct {
     ds_scorer *scorer;
     ds_log log;
     ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
+    struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */
     ds_feature_cfg feat;
     /* HDF5 data */
     ds_dataset *train, *val;
@@ -54,6 +55,7 @@ typedef struct {
     long saved_step;            /* the step of the last checkpoint written or resumed; -1: none */
     long tried_step;            /* the step of the last save tried or resumed (a failed one
                                  * is not retried, one step is saved once) */
+    long validated_step;        /* the step the last validation followed; -1: none */
     int tried_ended;            /* that save goes on at the next epoch (its epoch validated) */
     char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
     /* where the run starts (0 unless resumed) and where it is in its epoch */
@@ -111,12 +113,16 @@ int ds_stop_signal(void);
 
 /* fault.c: DSTRAIN_FAULT=exit|hang|inf|nan|slow|stop|killsave:RANK:STEP[-LAST]
  * makes that rank exit, hang or sleep 0.5 s before that step (steps count
- * from 1), raise SIGUSR1 there (stop), die by SIGKILL 4 KiB into its next
- * checkpoint write (killsave),
+ * from 1), raise SIGUSR1 there (stop), die by SIGKILL 4 KiB into the write
+ * of that step's checkpoint (killsave; in the background writer's thread
+ * unless --checkpoint-write sync),
  * or returns the DS_POISON_* kind for a NaN loss (nan) or an Inf in the
  * gradients (inf) of that step on that rank (each of the steps STEP..LAST;
  * else DS_POISON_NONE), for the tests of what the other ranks do then
  * (slow: of what bench times). */
 int ds_inject_fault(int rank, long step);
+/* killsave: called by rank 0's save of step (no save in flight then); arms
+ * the SIGKILL for that step's write. */
+void ds_fault_arm_save(long step);
 
 #endif

@@ -7,9 +7,11 @@
 # - a read-only checkpoint directory, or one to be created on a read-only
 #   file system, is refused before the first step, naming it and the reason;
 # - the checkpoint file system remounted read-only mid-run: the next save
-#   names its file and the reason; stop exits 1 at that save (the previous
-#   checkpoint verifies), continue warns and finishes; the time from the
-#   remount to the exit is printed;
+#   names its file and the reason; stop exits 1 at that save with
+#   --checkpoint-write sync, and at the first step boundary after it with
+#   the background writer (the step after it runs beside the failing write,
+#   no later one); the previous checkpoint verifies; continue warns and
+#   finishes; the time from the remount to the exit is printed;
 # - prep onto a file system too small for the feature file, onto one with
 #   no room at all, and into a read-only directory: an error naming the file
 #   and the reason, an exit status (no crash), an existing --out unchanged
@@ -95,14 +97,14 @@ else bad "cannot set up a read-only tmpfs at $ro"; fi
 live="$work/live"
 tmpfs "$live" 4m || bad "cannot mount a tmpfs at $live"
 ck="$live/ck"
-midrun() {   # MODE STEPS: trains until step 2's checkpoint, remounts read-only; sets out, rc, secs
+midrun() {   # MODE STEPS [WRITE]: trains until step 2's checkpoint, remounts read-only; sets out, rc, secs
   out='' rc='' secs=''
   if ! mount -o remount,rw "$live" || ! rm -rf "$ck"; then
     bad "cannot make $live writable again"; return 1
   fi
   DSTRAIN_FAULT=slow:0:3-1000 "$bin" train --model tiny --synthetic --steps "$2" \
     --checkpoint-every 2 --print-every 1 --checkpoint-dir "$ck" --checkpoint-error "$1" \
-    >"$work/midrun.out" 2>&1 &
+    --checkpoint-write "${3:-background}" >"$work/midrun.out" 2>&1 &
   bg=$!
   while [ ! -e "$ck/step-00000002.h5" ] && kill -0 "$bg" 2>/dev/null; do sleep 0.02; done
   # the trainer held still while the file system turns read-only, so a busy
@@ -117,20 +119,25 @@ midrun() {   # MODE STEPS: trains until step 2's checkpoint, remounts read-only;
   wait "$bg"; rc=$?; bg=
   secs=$(since "$t0")
   out=$(cat "$work/midrun.out")
-  echo "read-only mid-run, $1: exit $rc ${secs}s after the remount"
+  echo "read-only mid-run, $1 (${3:-background}): exit $rc ${secs}s after the remount"
 }
-if midrun stop 8; then
-  # exit 1 at the save of step 4: step 5 never starts
-  if [ "$rc" -eq 1 ] && grep -q "step-00000004\.h5\.[A-Za-z0-9]\{6\}\.tmp: .*Read-only file system" <<<"$out" && \
-     ! grep -q "injected fault (slow) at step 5" <<<"$out" && \
-     awk -v s="$secs" 'BEGIN { exit !(s < 20) }'; then
-    ok
-  else bad "read-only mid-run, --checkpoint-error stop: exit $rc after ${secs}s: $out"; fi
-  if "$bin" info "$ck/step-00000002.h5" 2>&1 | grep -q "^verified:" && \
-     [ "$(ls "$ck")" = "step-00000002.h5" ]; then
-    ok
-  else bad "read-only mid-run, stop: step 2 does not verify, or more was left: $(ls "$ck")"; fi
-fi
+# stop: sync exits 1 at the save of step 4, so step 5 never starts; the
+# background writer's failure surfaces at the step boundary after it ends:
+# step 5 (0.5 s, the save fails at once) runs, step 6 never starts
+for write in sync background; do
+  if midrun stop 8 "$write"; then
+    never=$([ "$write" = sync ] && echo 5 || echo 6)
+    if [ "$rc" -eq 1 ] && grep -q "checkpoint at step 4 not written: .*step-00000004\.h5\.[A-Za-z0-9]\{6\}\.tmp: .*Read-only file system" <<<"$out" && \
+       ! grep -q "injected fault (slow) at step $never" <<<"$out" && \
+       awk -v s="$secs" 'BEGIN { exit !(s < 20) }'; then
+      ok
+    else bad "read-only mid-run, --checkpoint-error stop, $write: exit $rc after ${secs}s: $out"; fi
+    if "$bin" info "$ck/step-00000002.h5" 2>&1 | grep -q "^verified:" && \
+       [ "$(ls "$ck")" = "step-00000002.h5" ]; then
+      ok
+    else bad "read-only mid-run, stop, $write: step 2 does not verify, or more was left: $(ls "$ck")"; fi
+  fi
+done
 if midrun continue 5; then   # saves at steps 4 and 5 (the end) fail; the run goes on
   if [ "$rc" -eq 0 ] && \
      grep -q "warning: checkpoint at step 4 not written (.*step-00000004\.h5\.[A-Za-z0-9]\{6\}\.tmp: .*Read-only file system" \

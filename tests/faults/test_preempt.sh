@@ -46,7 +46,7 @@ W
   if [ -n "$ck" ] && "$bin" info "$ck" 2>&1 | grep -q "^verified:"; then ok
   else bad "$name: no verified checkpoint ($ck): $(tail -3 "$dir/out")"; fi
   # the checkpoint is of the last logged step: nothing trained is lost
-  local last; last=$(tail -1 "$dir/log.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
+  local last; last=$(grep '^{"step":' "$dir/log.jsonl" | tail -1 | grep -o '"step":[0-9]*' | cut -d: -f2)
   if [ -n "$ck" ] && [ "$(basename "$ck")" = "$(printf 'step-%08d.h5' "$last")" ]; then ok
   else bad "$name: checkpoint $ck is not of the last logged step $last"; fi
   # resumed, it ends where the same run uninterrupted ends, bit for bit
