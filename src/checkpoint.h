@@ -60,7 +60,8 @@ typedef struct ds_ckpt_image ds_ckpt_image;
 /* Sized for m and o (o NULL: the model only); nothing copied yet. */
 ds_status ds_ckpt_image_create(ds_model *m, ds_optim *o, ds_ckpt_image **out);
 ds_status ds_ckpt_image_take(ds_ckpt_image *img, ds_optim *o, const ds_ckpt_info *info);
-ds_status ds_ckpt_image_write(const ds_ckpt_image *img, const char *path);
+/* Builds the file in a buffer the image keeps from one write to the next. */
+ds_status ds_ckpt_image_write(ds_ckpt_image *img, const char *path);
 const ds_ckpt_info *ds_ckpt_image_info(const ds_ckpt_image *img);
 void ds_ckpt_image_free(ds_ckpt_image *img);
 /* The configuration and info stored in path, to build the model it needs. */

@@ -32,6 +32,7 @@ struct ds_ckpt_image {
     double scalars[DS_OPT_SCALARS];
     ds_ckpt_info info;
     int taken;
+    ds_h5_membuf file;              /* the HDF5 file's image, kept from save to save */
 };
 
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -96,6 +97,9 @@ ds_status ds_ckpt_image_create(ds_model *m, ds_optim *o, ds_ckpt_image **out)
         free(img);
         return st;
     }
+    /* touched now: the first save would otherwise pay the page faults of
+     * the whole block inside its copy (2.5 s of a 1 GB ds2 image on a CPU) */
+    memset(img->block, 0, bytes);
     for (int k = 0; k < 2; k++) {
         place(&img->params[k], img->block);
         for (int s = 0; s < img->slots; s++)
@@ -112,6 +116,7 @@ void ds_ckpt_image_free(ds_ckpt_image *img)
         return;
     if (img->block)
         ds_model_backend(img->m)->host_release(ds_model_ctx(img->m), img->block);
+    ds_h5_membuf_free(&img->file);
     free(img);
 }
 
@@ -253,7 +258,7 @@ static ds_status locked_attrs(hid_t f, const ds_ckpt_image *img, int resume)
     return st;
 }
 
-ds_status ds_ckpt_image_write(const ds_ckpt_image *img, const char *path)
+ds_status ds_ckpt_image_write(ds_ckpt_image *img, const char *path)
 {
     if (!img->taken)
         return DS_FAIL(DS_ERR_ARG, "%s: checkpoint image written before it was taken", path);
@@ -264,7 +269,7 @@ ds_status ds_ckpt_image_write(const ds_ckpt_image *img, const char *path)
     char label[1100];   /* names the file in memory only: nothing is opened there */
     snprintf(label, sizeof label, "%s.in-memory", path);
     ds_h5_lock();
-    ds_status st = ds_h5_create_mem(label, &f);
+    ds_status st = ds_h5_create_mem(label, &img->file, &f);
     ds_h5_unlock();
     DS_TRY(st);
     st = locked_attrs(f, img, 0);
@@ -280,7 +285,7 @@ ds_status ds_ckpt_image_write(const ds_ckpt_image *img, const char *path)
     if (st == DS_OK)
         st = ds_h5_seal_attrs(f);
     if (st == DS_OK)
-        st = ds_h5_save_mem(f, path);   /* closes f */
+        st = ds_h5_save_mem(f, &img->file, path);   /* closes f */
     else
         ds_h5_close(f);
     ds_h5_unlock();

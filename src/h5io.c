@@ -157,17 +157,72 @@ ds_status ds_h5_open(const char *path, int writable, hid_t *out)
                    "locked%s", path, why, lock_hint(why));
 }
 
-ds_status ds_h5_create_mem(const char *name, hid_t *out)
+/* The core driver's image allocations, served from mb's buffer: grown as
+ * the file grows, never shrunk or freed with the file, so a second file
+ * built in it touches no fresh page (a 1 GB checkpoint's image otherwise
+ * costs a page fault per 4 KiB, every save). */
+static void *membuf_grow(ds_h5_membuf *mb, size_t size)
+{
+    if (size > mb->cap) {
+        void *p = realloc(mb->buf, size);
+        if (!p)
+            return NULL;
+        mb->buf = p;
+        mb->cap = size;
+    }
+    return mb->buf;
+}
+
+static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
+{
+    (void)op;
+    return membuf_grow(udata, size ? size : 1);
+}
+
+static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata)
+{
+    (void)ptr;   /* always mb's buffer: one file at a time lives in it */
+    (void)op;
+    return membuf_grow(udata, size ? size : 1);
+}
+
+static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
+{
+    (void)ptr, (void)op, (void)udata;   /* kept for the next file */
+    return 0;
+}
+
+static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
+                          void *udata)
+{
+    (void)op, (void)udata;
+    return memcpy(dest, src, size);
+}
+
+static void *udata_same(void *udata) { return udata; }   /* the fapl's copies share mb */
+static herr_t udata_keep(void *udata) { (void)udata; return 0; }
+
+ds_status ds_h5_create_mem(const char *name, ds_h5_membuf *mb, hid_t *out)
 {
     quiet();
+    H5FD_file_image_callbacks_t cb = {image_malloc, image_memcpy, image_realloc, image_free,
+                                      udata_same, udata_keep, mb};
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* grown 1 MiB at a time, never written to disk by HDF5 */
-    *out = fapl < 0 || H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) < 0
+    *out = fapl < 0 || H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) < 0 ||
+                   H5Pset_file_image_callbacks(fapl, &cb) < 0
                ? H5I_INVALID_HID
                : H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (fapl >= 0)
         H5Pclose(fapl);
     return *out < 0 ? DS_FAIL(DS_ERR_IO, "%s: cannot create an HDF5 file in memory", name) : DS_OK;
+}
+
+void ds_h5_membuf_free(ds_h5_membuf *mb)
+{
+    free(mb->buf);
+    mb->buf = NULL;
+    mb->cap = 0;
 }
 
 /* The whole of buf [n bytes] into path (created or truncated), every
@@ -208,23 +263,19 @@ static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
     return ds_file_commit(tmp, path);   /* removes tmp if it fails */
 }
 
-ds_status ds_h5_save_mem(hid_t file, const char *path)
+ds_status ds_h5_save_mem(hid_t file, ds_h5_membuf *mb, const char *path)
 {
     ds_status st = DS_OK;
-    unsigned char *buf = NULL;
+    /* flushed, the whole file is the first n bytes of mb's buffer: written
+     * from there, with no copy of the image */
     ssize_t n = H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(file, NULL, 0);
-    if (n < 0)
+    if (n < 0 || (size_t)n > mb->cap)
         st = DS_FAIL(DS_ERR_IO, "%s: cannot take the in-memory HDF5 image", path);
-    else if (!(buf = malloc((size_t)n ? (size_t)n : 1)))
-        st = DS_FAIL(DS_ERR_MEM, "%s: image of %zd bytes", path, n);
-    else if (H5Fget_file_image(file, buf, (size_t)n) != n)
-        st = DS_FAIL(DS_ERR_IO, "%s: cannot copy the in-memory HDF5 image", path);
+    if (st == DS_OK)
+        st = write_all(path, mb->buf, (size_t)n);
     /* closing an in-memory file touches no disk */
     if (H5Fclose(file) < 0 && st == DS_OK)
         st = DS_FAIL(DS_ERR_IO, "%s: cannot close the in-memory HDF5 file", path);
-    if (st == DS_OK)
-        st = write_all(path, buf, (size_t)n);
-    free(buf);
     return st;
 }
 

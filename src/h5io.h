@@ -24,12 +24,19 @@ ds_status ds_h5_create(const char *path, hid_t *out);              /* truncates 
 ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t cap, hid_t *out);
 ds_status ds_h5_open(const char *path, int writable, hid_t *out);
 ds_status ds_h5_close(hid_t file);
-/* A file that lives in memory (name only labels it), and its image written
- * by our own writes to a new temporary file beside path and committed over
- * path, which closes it: a full disk is a clean error naming path (which
- * keeps what it held), never an HDF5 file left half-closed. */
-ds_status ds_h5_create_mem(const char *name, hid_t *out);
-ds_status ds_h5_save_mem(hid_t file, const char *path);
+/* A file that lives in memory (name only labels it), in mb's buffer, and
+ * its image written by our own writes to a new temporary file beside path
+ * and committed over path, which closes it: a full disk is a clean error
+ * naming path (which keeps what it held), never an HDF5 file left
+ * half-closed. The buffer grows with the file and is kept when it closes,
+ * for the next file (one open file per buffer); ds_h5_membuf_free frees it. */
+typedef struct {
+    void *buf;   /* [cap] bytes */
+    size_t cap;
+} ds_h5_membuf;
+ds_status ds_h5_create_mem(const char *name, ds_h5_membuf *mb, hid_t *out);
+ds_status ds_h5_save_mem(hid_t file, ds_h5_membuf *mb, const char *path);
+void ds_h5_membuf_free(ds_h5_membuf *mb);
 /* For the fault tests only: the next file write stops the process with
  * SIGKILL once bytes (> 0) of it are written; 0: off. */
 void ds_h5_fault_kill_after(size_t bytes);

@@ -63,7 +63,8 @@ typedef struct {
     int start_epoch;
     long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
     ds_progress progress;       /* the bar (rank 0, --progress bar) */
-    double *sync_host;          /* [param_count] parameters, for --check-sync */
+    unsigned char *sync_host;   /* [sync_bytes] the master parameters as stored, for --check-sync */
+    size_t sync_bytes;
     uint64_t *sync_sums;        /* [ranks] their checksums */
 } run_state;
 
