@@ -24,6 +24,14 @@
  *   x_utt, x_audio         headroom: the loader's rate over the assumed
  *                          consumer's (total row: over ranks x the assumed
  *                          rate, one GPU per rank)
+ *   read/feat, disk/feat   read amplification: bytes the process read
+ *                          (/proc/self/io rchar, page cache or disk) and bytes
+ *                          from the block device (read_bytes), each over the
+ *                          feature bytes delivered (diskMB/s's bytes)
+ *
+ * --cold evicts the file from the page cache (posix_fadvise DONTNEED, no
+ * root needed for clean pages) before each epoch; --make writes a
+ * LibriSpeech-length file to run on (bench/results/loader/README.md).
  *
  * The consumer is an ASSUMPTION, not a measurement: by default DeepSpeech2
  * (the ds2 preset) training on one H100 at 250 utterances/s of LibriSpeech,
@@ -31,6 +39,7 @@
  * --gpu-utt-seconds). Short utterances (the mini corpus) inflate x_utt; x_audio
  * compares seconds of audio and is the fairer of the two there. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -39,18 +48,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "dataset.h"
+#include "h5lock.h"
+#include "input_spec.h"
 #include "loader.h"
+#include "rng.h"
 #include "sampler.h"
 #include "world.h"
 
 #define PROG "bench_loader"
 
 typedef struct {
-    const char *data;
-    int batch, epochs, depth, spec_augment;
+    const char *data, *make;
+    long utterances;
+    int batch, epochs, depth, threads, spec_augment, cold;
     ds_norm norm;
     const char *norm_name;
     uint64_t seed;
@@ -58,7 +72,8 @@ typedef struct {
 } bench_opts;
 
 /* One rank's measurement, gathered as doubles (exact below 2^53). */
-enum { M_UTTS, M_BATCHES, M_FRAMES, M_PADDED, M_DISK_BYTES, M_SECONDS, M_COUNT };
+enum { M_UTTS, M_BATCHES, M_FRAMES, M_PADDED, M_DISK_BYTES, M_SECONDS, M_RCHAR, M_READ_BYTES,
+       M_CPU, M_COUNT };
 
 static int g_rank = 0;
 
@@ -74,12 +89,25 @@ static void usage(FILE *f)
         "  --epochs E              epochs (default 1)\n"
         "  --norm N                utterance (default) | global | none\n"
         "  --spec-augment          SpecAugment as dstrain train --spec-augment\n"
-        "  --depth D               batches prefetched (default 3, as dstrain train; >= 2)\n"
+        "  --depth D               batch buffers per loader, >= 2 (default %d, the loader's)\n"
+        "  --threads N             reader threads per loader (default %d, the loader's)\n"
+        "  --cold                  evict FILE.h5 from the page cache (posix_fadvise DONTNEED) before\n"
+        "                          each epoch: reads come from the disk\n"
         "  --seed S                sampler and augmentation seed (default 1)\n"
         "  --gpu-utt-per-s R       ASSUMED consumer rate of one GPU, utterances/s (default 250:\n"
         "                          ds2 on one H100, an assumption, not a measurement)\n"
         "  --gpu-utt-seconds S     mean utterance duration at that rate (default 12.3, LibriSpeech)\n"
-        "  --help                  this text\n");
+        "  --help                  this text\n"
+        "\n"
+        "  --make OUT.h5           instead: write a float16 feature file of 161 features per frame\n"
+        "                          with LibriSpeech's utterance lengths (mostly 12-17 s; random\n"
+        "                          values) through dstrain's writer, and exit\n"
+        "  --utterances N          utterances for --make (default 4000)\n"
+        "\n"
+        "read/feat: bytes the process read (/proc/self/io rchar: page cache or disk) per byte of\n"
+        "features delivered; disk/feat: bytes read from the block device (read_bytes), the same\n"
+        "per byte of features. Both count the loader's whole run after the file was opened.\n",
+        DS_LOADER_DEFAULT_DEPTH, DS_LOADER_DEFAULT_THREADS);
 }
 
 /* ---- errors: every message names the program, the rank and the file ---- */
@@ -141,13 +169,15 @@ static int parse_pos_double(const char *name, const char *s, double *out)
 /* 0: run; 1: --help done; 2: bad usage. */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    enum { O_DATA = 1, O_BATCH, O_EPOCHS, O_NORM, O_AUG, O_DEPTH, O_SEED, O_GPU, O_GPU_S, O_HELP };
+    enum { O_DATA = 1, O_BATCH, O_EPOCHS, O_NORM, O_AUG, O_DEPTH, O_SEED, O_GPU, O_GPU_S, O_HELP,
+           O_THREADS, O_COLD, O_MAKE, O_UTTS };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA}, {"batch", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
         {"norm", 1, 0, O_NORM}, {"spec-augment", 0, 0, O_AUG}, {"depth", 1, 0, O_DEPTH},
         {"seed", 1, 0, O_SEED}, {"gpu-utt-per-s", 1, 0, O_GPU}, {"gpu-utt-seconds", 1, 0, O_GPU_S},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
-    *o = (bench_opts){.batch = 16, .epochs = 1, .depth = 3, .norm = DS_NORM_UTTERANCE,
+        {"help", 0, 0, O_HELP}, {"threads", 1, 0, O_THREADS}, {"cold", 0, 0, O_COLD},
+        {"make", 1, 0, O_MAKE}, {"utterances", 1, 0, O_UTTS}, {0, 0, 0, 0}};
+    *o = (bench_opts){.batch = 16, .epochs = 1, .norm = DS_NORM_UTTERANCE, .utterances = 4000,
                       .norm_name = "utterance", .seed = 1, .gpu_utt_per_s = 250,
                       .gpu_utt_seconds = 12.3};
     opterr = g_rank == 0;
@@ -159,6 +189,10 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         case O_BATCH: ok = parse_long("batch", optarg, 1, 1 << 20, &v); o->batch = (int)v; break;
         case O_EPOCHS: ok = parse_long("epochs", optarg, 1, 1 << 20, &v); o->epochs = (int)v; break;
         case O_DEPTH: ok = parse_long("depth", optarg, 2, 1024, &v); o->depth = (int)v; break;
+        case O_THREADS: ok = parse_long("threads", optarg, 1, 256, &v); o->threads = (int)v; break;
+        case O_COLD: o->cold = 1; break;
+        case O_MAKE: o->make = optarg; break;
+        case O_UTTS: ok = parse_long("utterances", optarg, 1, 1L << 30, &v); o->utterances = v; break;
         case O_SEED: ok = parse_long("seed", optarg, 0, LONG_MAX, &v); o->seed = (uint64_t)v; break;
         case O_AUG: o->spec_augment = 1; break;
         case O_GPU: ok = parse_pos_double("gpu-utt-per-s", optarg, &o->gpu_utt_per_s); break;
@@ -183,7 +217,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
         ok = 0;
     }
-    if (ok && !o->data) {
+    if (ok && !o->data && !o->make) {
         if (g_rank == 0)
             fprintf(stderr, PROG ": --data FILE.h5 is required\n");
         ok = 0;
@@ -191,6 +225,119 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     if (!ok && g_rank == 0)
         usage(stderr);
     return ok ? 0 : 2;
+}
+
+/* ---- a LibriSpeech-length file (--make) ---- */
+
+#define MAKE_MAX_FRAMES 1700   /* 17 s: dstrain bench --length-dist librispeech's limit */
+
+/* LibriSpeech-like seconds as data/synthetic.c draws them (85% near 14 s,
+ * 15% spread over 1.5-12 s), drawn again until the length fits. */
+static int draw_librispeech_frames(ds_rng *r)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        double s = ds_rng_uniform(r) < 0.85 ? 14.0 + 1.6 * ds_rng_normal(r)
+                                            : 1.5 + 10.5 * ds_rng_uniform(r);
+        int t = (int)(s * 100);
+        if (t >= 16 && t <= MAKE_MAX_FRAMES)
+            return t;
+    }
+    return MAKE_MAX_FRAMES;
+}
+
+/* x [count] log1p-magnitude-like values in [0, 8), labels [n] in 1..28:
+ * random, the loader's cost does not depend on them. */
+static void random_utterance(ds_rng *r, float *x, size_t count, uint8_t *labels, int n)
+{
+    for (size_t k = 0; k < count; k++)
+        x[k] = (float)(ds_rng_next(r) >> 40) * (8.0f / 16777216.0f);
+    for (int k = 0; k < n; k++)
+        labels[k] = (uint8_t)(1 + ds_rng_next(r) % 28);
+}
+
+/* o->utterances utterances into o->make through dstrain's writer (its chunk
+ * layout), float16, the default 161 log-spectrogram features. */
+static int make_file(const bench_opts *o)
+{
+    const ds_feature_cfg feat = ds_feature_defaults();
+    const int f = ds_feature_dim(&feat), max_labels = MAKE_MAX_FRAMES / 8;
+    float *x = malloc((size_t)MAKE_MAX_FRAMES * f * sizeof *x);   /* [frames][f] */
+    uint8_t labels[MAKE_MAX_FRAMES / 8];
+    ds_dataset_writer *w = NULL;
+    ds_status st = x ? ds_writer_create(o->make, &feat, DS_F16, &w) : DS_ERR_MEM;
+    ds_rng r;
+    ds_rng_seed(&r, o->seed);
+    for (long i = 0; st == DS_OK && i < o->utterances; i++) {
+        const int t = draw_librispeech_frames(&r);
+        const int n = t / 10 < max_labels ? t / 10 : max_labels;
+        char id[64];
+        snprintf(id, sizeof id, "bench-%ld", i);
+        random_utterance(&r, x, (size_t)t * f, labels, n);
+        st = ds_writer_add(w, id, "", labels, n, x, t);
+    }
+    if (st == DS_OK)
+        st = ds_writer_close(w);
+    else
+        ds_writer_abort(w);
+    free(x);
+    if (st != DS_OK) {
+        fprintf(stderr, PROG ": %s: making the file failed: %s\n", o->make,
+                x ? ds_last_error() : "out of memory");
+        return 0;
+    }
+    printf("# " PROG ": wrote %s: %ld utterances, LibriSpeech lengths, float16, %d features\n",
+           o->make, o->utterances, f);
+    return 1;
+}
+
+/* ---- read counters and the page cache ---- */
+
+/* The process's rchar (bytes read by read/pread: page cache or disk) and
+ * read_bytes (bytes fetched from the block device) from /proc/self/io, all
+ * threads together; -1 where unknown (no task I/O accounting). */
+static void read_io(double *rchar, double *read_bytes)
+{
+    *rchar = *read_bytes = -1;
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f)
+        return;
+    char key[64];
+    unsigned long long v;
+    while (fscanf(f, "%63[^:]: %llu\n", key, &v) == 2) {
+        if (strcmp(key, "rchar") == 0)
+            *rchar = (double)v;
+        else if (strcmp(key, "read_bytes") == 0)
+            *read_bytes = (double)v;
+    }
+    fclose(f);
+}
+
+/* CPU seconds (user + system) the process has used, all threads. */
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0)
+        return 0;
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec
+           + (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+/* Drops path's clean pages from the page cache (no root needed). */
+static int evict(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        fprintf(stderr, PROG ": rank %d: %s: open for --cold: %s\n", g_rank, path, strerror(errno));
+        return 0;
+    }
+    int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    if (rc) {
+        fprintf(stderr, PROG ": rank %d: %s: posix_fadvise(DONTNEED): %s\n", g_rank, path,
+                strerror(rc));
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- the measurement ---- */
@@ -243,12 +390,17 @@ static int drain(const bench_opts *o, const bench_data *b, int rank, double *m)
     const double disk_row = (double)d->n_features * (double)ds_dtype_size(d->feature_dtype);
     ds_loader_cfg lc = {.data = b->d, .sampler = b->s, .rank = rank, .batch = o->batch,
                         .max_frames = b->max_frames, .max_labels = b->max_labels,
-                        .norm = o->norm, .seed = o->seed, .depth = o->depth};
+                        .norm = o->norm, .seed = o->seed, .depth = o->depth,
+                        .threads = o->threads};
     if (o->spec_augment)
         lc.aug = (ds_specaug){2, 27, 2, 40};   /* dstrain train --spec-augment */
-    double t0 = MPI_Wtime();
+    double seconds = 0, rc0, rb0, rc1, rb1;
     for (int e = 0; e < o->epochs; e++) {
         lc.epoch = e;
+        if (o->cold && !evict(o->data))
+            return 0;
+        read_io(&rc0, &rb0);
+        const double t0 = MPI_Wtime(), c0 = cpu_seconds();
         ds_loader *l = NULL;
         ds_status st = ds_loader_start(&lc, &l);
         if (st != DS_OK) {
@@ -267,12 +419,17 @@ static int drain(const bench_opts *o, const bench_data *b, int rank, double *m)
             m[M_DISK_BYTES] += real * disk_row;
         }
         ds_loader_stop(l);
+        seconds += MPI_Wtime() - t0;
+        m[M_CPU] += cpu_seconds() - c0;
+        read_io(&rc1, &rb1);
+        m[M_RCHAR] = rc0 < 0 || m[M_RCHAR] < 0 ? -1 : m[M_RCHAR] + rc1 - rc0;
+        m[M_READ_BYTES] = rb0 < 0 || m[M_READ_BYTES] < 0 ? -1 : m[M_READ_BYTES] + rb1 - rb0;
         if (st != DS_OK) {
             ds_error(o, "ds_loader_next", st);
             return 0;
         }
     }
-    m[M_SECONDS] = MPI_Wtime() - t0;
+    m[M_SECONDS] = seconds;   /* the loaders' time, not the evictions' */
     return 1;
 }
 
@@ -280,6 +437,7 @@ static int drain(const bench_opts *o, const bench_data *b, int rank, double *m)
 
 typedef struct {
     double utt_s, batch_s, audio_s, batch_mb_s, disk_mb_s, x_utt, x_audio;
+    double read_x, disk_x;   /* bytes read (rchar, read_bytes) per feature byte; -1 unknown */
 } rates;
 
 /* m over seconds; consumers: GPUs the rates are compared with. */
@@ -298,14 +456,16 @@ static rates rates_of(const bench_opts *o, const ds_dataset *d, const double *m,
     r.disk_mb_s = m[M_DISK_BYTES] / seconds / 1e6;
     r.x_utt = r.utt_s / gpu_utt;
     r.x_audio = r.audio_s / gpu_audio;
+    r.read_x = m[M_RCHAR] >= 0 && m[M_DISK_BYTES] > 0 ? m[M_RCHAR] / m[M_DISK_BYTES] : -1;
+    r.disk_x = m[M_READ_BYTES] >= 0 && m[M_DISK_BYTES] > 0 ? m[M_READ_BYTES] / m[M_DISK_BYTES] : -1;
     return r;
 }
 
 static void print_row(const char *label, const double *m, double seconds, const rates *r)
 {
-    printf("%6s %9.0f %8.0f %11.0f %8.3f %9.1f %8.2f %8.1f %10.1f %9.1f %8.2f %8.2f\n", label,
-           m[M_UTTS], m[M_BATCHES], m[M_FRAMES], seconds, r->utt_s, r->batch_s, r->audio_s,
-           r->batch_mb_s, r->disk_mb_s, r->x_utt, r->x_audio);
+    printf("%6s %9.0f %8.0f %11.0f %8.3f %9.1f %8.2f %8.1f %10.1f %9.1f %8.2f %8.2f %9.3f %9.3f\n",
+           label, m[M_UTTS], m[M_BATCHES], m[M_FRAMES], seconds, r->utt_s, r->batch_s, r->audio_s,
+           r->batch_mb_s, r->disk_mb_s, r->x_utt, r->x_audio, r->read_x, r->disk_x);
 }
 
 /* all [ranks][M_COUNT], sum [M_COUNT] over ranks, slowest: the longest time. */
@@ -320,20 +480,26 @@ static void report(const bench_opts *o, const bench_data *b, int ranks, const do
     printf("# " PROG ": %s: %ld utterances, %.2f h, mean %.2f s, longest %d frames; %d %s features, "
            "%s on disk\n", d->path, d->n, b->frames_total * stride / 3600, mean_s, b->max_frames,
            d->n_features, ds_feature_type_name(d->feat.type), ds_dtype_name(d->feature_dtype));
-    printf("# ranks %d, batch %d per rank, epochs %d, norm %s, SpecAugment %s, depth %d, seed %llu\n",
-           ranks, o->batch, o->epochs, o->norm_name, o->spec_augment ? "on" : "off", o->depth,
+    char h5[160];
+    printf("# ranks %d, batch %d per rank, epochs %d, norm %s, SpecAugment %s, depth %d, "
+           "threads %d, %s, seed %llu\n", ranks, o->batch, o->epochs, o->norm_name,
+           o->spec_augment ? "on" : "off", o->depth ? o->depth : DS_LOADER_DEFAULT_DEPTH,
+           o->threads ? o->threads : DS_LOADER_DEFAULT_THREADS,
+           o->cold ? "cold (file evicted before each epoch)" : "warm (page cache as found)",
            (unsigned long long)o->seed);
+    printf("# %s\n", ds_h5_thread_mode(h5, sizeof h5));
     if (n_load == 3)
         printf("# %ld cores online, load average %.2f %.2f %.2f (at the end of the run)\n",
                sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
     else
         printf("# %ld cores online, load average unknown\n", sysconf(_SC_NPROCESSORS_ONLN));
     printf("#\n");
-    printf("#%5s %9s %8s %11s %8s %9s %8s %8s %10s %9s %8s %8s\n", "rank", "utts", "batches",
-           "frames", "time", "utt/s", "batch/s", "audio", "batchMB/s", "diskMB/s", "x_utt",
-           "x_audio");
-    printf("#%5s %9s %8s %11s %8s %9s %8s %8s %10s %9s %8s %8s\n", "", "(count)", "(count)",
-           "(count)", "(s)", "(1/s)", "(1/s)", "(s/s)", "(MB/s)", "(MB/s)", "(x)", "(x)");
+    printf("#%5s %9s %8s %11s %8s %9s %8s %8s %10s %9s %8s %8s %9s %9s\n", "rank", "utts",
+           "batches", "frames", "time", "utt/s", "batch/s", "audio", "batchMB/s", "diskMB/s",
+           "x_utt", "x_audio", "read/feat", "disk/feat");
+    printf("#%5s %9s %8s %11s %8s %9s %8s %8s %10s %9s %8s %8s %9s %9s\n", "", "(count)",
+           "(count)", "(count)", "(s)", "(1/s)", "(1/s)", "(s/s)", "(MB/s)", "(MB/s)", "(x)", "(x)",
+           "(x)", "(x)");
     double min_x_utt = INFINITY, min_x_audio = INFINITY;
     int idle = 0;   /* ranks the sampler gave nothing: left out of the minimum */
     for (int r = 0; r < ranks; r++) {
@@ -357,12 +523,21 @@ static void report(const bench_opts *o, const bench_data *b, int ranks, const do
            d->n_features, ds_dtype_name(d->feature_dtype), d->n_features,
            ds_dtype_size(d->feature_dtype));
     printf("# total: counts summed over ranks, time of the slowest rank, rates = sums / that time\n");
+    printf("# read/feat: bytes the process read (rchar) per feature byte delivered; disk/feat: bytes "
+           "from the block device (read_bytes) per feature byte; -1: not accounted here\n");
     printf("# assumed consumer (an ASSUMPTION, not a measurement): DeepSpeech2 (ds2 preset) training "
            "on one H100 per rank at %g utterances/s of LibriSpeech (mean %g s) = %g s of audio/s "
            "(--gpu-utt-per-s, --gpu-utt-seconds)\n",
            o->gpu_utt_per_s, o->gpu_utt_seconds, o->gpu_utt_per_s * o->gpu_utt_seconds);
     printf("# headroom = loader rate / assumed rate: x_utt by utterances, x_audio by seconds "
            "of audio (this file's mean is %.2f s, so x_audio is the fairer one)\n", mean_s);
+    for (int r = 0; r < ranks; r++) {
+        const double *m = all + (size_t)r * M_COUNT;
+        printf("# rank %d: %.2f CPU s (user + system, all its threads) in %.2f s: %.0f%% of one "
+               "core; %.0f utterances per CPU second\n", r, m[M_CPU], m[M_SECONDS],
+               m[M_SECONDS] > 0 ? 100 * m[M_CPU] / m[M_SECONDS] : 0,
+               m[M_CPU] > 0 ? m[M_UTTS] / m[M_CPU] : 0);
+    }
     if (idle)
         printf("# %d rank(s) got no utterance (%ld utterances, %d ranks x batch %d): left out of "
                "the slowest rank's headroom\n", idle, d->n, ranks, o->batch);
@@ -389,6 +564,11 @@ int main(int argc, char **argv)
     if (rc) {
         mpi_check(MPI_Finalize(), "MPI_Finalize");
         return rc == 1 ? 0 : 2;
+    }
+    if (o.make) {   /* rank 0 writes; the others wait */
+        int made = all_ok(g_rank != 0 || make_file(&o));
+        mpi_check(MPI_Finalize(), "MPI_Finalize");
+        return made ? 0 : 1;
     }
 
     bench_data b = {0};

@@ -22,7 +22,9 @@
 #   EPOCHS           epochs per run (default 5; more epochs, steadier rates)
 #   NORM             utterance | global | none (default utterance)
 #   SPEC_AUGMENT     1: SpecAugment on, as dstrain train --spec-augment (default 0)
-#   DEPTH            batches prefetched per loader (default 3, as dstrain train)
+#   DEPTH            batch buffers per loader (default: the loader's, 4)
+#   THREADS          reader threads per loader (default: the loader's, 2)
+#   COLD             1: evict FILE.h5 from the page cache before each epoch (default 0)
 #   GPU_UTT_PER_S    the assumed consumer rate of one GPU, utterances/s (default 250)
 #   GPU_UTT_SECONDS  the assumed consumer's mean utterance length, s (default 12.3)
 #   BUILD_DIR        the build directory (default: build/ of the repository)
@@ -68,8 +70,10 @@ fi
 [ -r "$data" ] || die "$data: not readable"
 
 args=(--data "$data" --batch "${BATCH:-16}" --epochs "${EPOCHS:-5}" --norm "${NORM:-utterance}"
-      --depth "${DEPTH:-3}" --gpu-utt-per-s "${GPU_UTT_PER_S:-250}"
-      --gpu-utt-seconds "${GPU_UTT_SECONDS:-12.3}")
+      --gpu-utt-per-s "${GPU_UTT_PER_S:-250}" --gpu-utt-seconds "${GPU_UTT_SECONDS:-12.3}")
+[ -n "${DEPTH:-}" ] && args+=(--depth "$DEPTH")
+[ -n "${THREADS:-}" ] && args+=(--threads "$THREADS")
+[ "${COLD:-0}" = 1 ] && args+=(--cold)
 [ "${SPEC_AUGMENT:-0}" = 1 ] && args+=(--spec-augment)
 first=1
 for n in $ranks; do

@@ -1,7 +1,8 @@
 /* dataset.h - the HDF5 feature file: format "dstrain-features", version 2.
  *
  *   /features                  float16|float32 [total_frames][n_features], chunked
- *                              1024 x n_features, uncompressed, extendible in rows;
+ *                              64 x n_features (files written before: 1024 x n_features,
+ *                              still read), Fletcher-32 checksummed, extendible in rows;
  *                              float16 is IEEE binary16 little-endian (h5py '<f2')
  *   /utterances/frame_offset   int64 [N]   first row of utterance i in /features
  *   /utterances/frames         int32 [N]   >= 1
@@ -27,6 +28,17 @@
  * need not be in order, but every utterance must lie inside /features and
  * /labels. /stats/count, sum and sumsq are needed by merge only.
  *
+ * Chunk layout (a writer's choice, not a reader's requirement): dstrain writes
+ * utterances in index order, each starting at a multiple of
+ * DS_DATASET_ALIGN_ROWS, the rows between one's end and the next one's start
+ * zero and part of no utterance (fewer than DS_DATASET_ALIGN_ROWS each). So a
+ * chunk holds rows of one utterance only, and reading an utterance reads its
+ * own chunks and nothing else: bytes read per feature byte are at most
+ * 1 + (DS_DATASET_ALIGN_ROWS - 1) / frames (2.6% for LibriSpeech's mean of
+ * 1,230 frames, half that on average), where 1024-row chunks straddling
+ * utterances read up to twice the features. Files written before this
+ * layout (utterances back to back, 1024-row chunks) are read alike.
+ *
  * Every field is validated on open; a bad file gets an error naming the file
  * and the field. dataset_verify.h checks a whole file (every chunk read, the
  * fields against each other). Features are raw (see audio_features.h);
@@ -44,6 +56,12 @@
 
 #define DS_DATASET_FORMAT "dstrain-features"
 #define DS_DATASET_VERSION 2   /* 2: attributes_crc32 (1 is still read) */
+/* Rows per /features chunk, and the row every utterance starts at a multiple
+ * of, in files dstrain writes: 64 rows of 161 float16 features are 20 KiB, a
+ * read the file system serves whole, and the padding a utterance brings is
+ * under 64 rows (0.64 s). Smaller chunks cut the padding further but give
+ * HDF5 more chunks to look up and checksum per utterance. */
+#define DS_DATASET_ALIGN_ROWS 64
 
 typedef struct {
     char path[1024];
@@ -63,8 +81,9 @@ typedef struct {
     void *h5;                    /* private: open file and /features handle */
 } ds_dataset;
 
-/* Opens and validates path. Feature reads go through one HDF5 handle: call
- * ds_dataset_read from one thread at a time. */
+/* Opens and validates path. Feature reads go through one HDF5 handle,
+ * serialised by ds_h5_lock where the HDF5 build is not thread-safe
+ * (h5lock.h), so threads may share it. */
 ds_status ds_dataset_open(const char *path, ds_dataset **out);
 
 /* What identifies d's content whatever its name: a CRC-32 of its utterance
@@ -76,6 +95,19 @@ void ds_dataset_close(ds_dataset *d);
 /* Utterance i's features -> out [frames[i]][n_features] as float32. Fails,
  * naming the utterance id, if any value is NaN or infinite. */
 ds_status ds_dataset_read(ds_dataset *d, long i, float *out);
+
+/* The batched read: the rows of utterances idx [n] as stored (float16 bit
+ * patterns or float32, d->feature_dtype) -> raw [sum of their frames][n_features],
+ * utterance idx[j] from row row[j] [n] of raw on. One HDF5 read (a union of
+ * the utterances' row ranges) when no two ranges overlap, else one per
+ * utterance. Takes ds_h5_lock (h5lock.h) around its HDF5 calls: any number
+ * of threads may call it, and ds_dataset_widen, on one d at once. */
+ds_status ds_dataset_read_raw(ds_dataset *d, const long *idx, int n, void *raw, size_t *row);
+/* Utterance i's stored rows raw [frames[i]][n_features] (from
+ * ds_dataset_read_raw) -> out [frames[i]][n_features] float32, vectorised (F16C
+ * where the CPU has it); fails, naming the utterance id, frame and feature,
+ * if any value is NaN or infinite. */
+ds_status ds_dataset_widen(const ds_dataset *d, long i, const void *raw, float *out);
 /* `dstrain info FILE.h5`: utterances, hours, frames, feature type and size,
  * label statistics, a length histogram. */
 void ds_dataset_describe(const ds_dataset *d, FILE *f);

@@ -7,7 +7,10 @@
 
 #include "dataset.h"
 
-#define DS_DATASET_CHUNK_ROWS 1024            /* /features chunks: 1024 frames x n_features */
+/* /features chunks of the files written now: DS_DATASET_ALIGN_ROWS frames x
+ * n_features (dataset.h), every utterance starting a chunk. Files of the
+ * 1024-row layout are still read. */
+#define DS_DATASET_CHUNK_ROWS DS_DATASET_ALIGN_ROWS
 #define DS_DATASET_CHUNK_CACHE (8u << 20)     /* bytes of chunk cache on /features */
 
 /* What ds_dataset.h points to. */

@@ -15,6 +15,7 @@
 #include "dataset_impl.h"
 #include "h5io.h"
 #include "h5seal.h"
+#include "h5lock.h"
 #include "half.h"
 
 /* The /utterances arrays, all [N]; the first sets N. */
@@ -393,38 +394,284 @@ void ds_dataset_close(ds_dataset *d)
     free(d);
 }
 
-/* Rows [row0, row0 + rows) of float16 /features -> out [rows][cols] as
- * float: the raw halves are read into the back half of out and widened
- * front to back, each value read before its bytes are overwritten. */
-static ds_status read_half_rows(const ds_dataset_h5 *h, hsize_t row0, size_t rows, size_t cols,
-                                float *out)
+/* ---- reading features ---- */
+
+/* Where utterance idx[j] lies in /features and in the caller's raw buffer. */
+typedef struct {
+    hsize_t row0, rows;   /* rows of /features */
+    int j;                /* position in idx */
+} raw_span;
+
+/* A batch is read as one union when its rows lie within this many times
+ * their count of /features (neighbours: a sequential pass), else one read
+ * per utterance; see read_raw_locked. */
+#define UNION_SPAN 2
+
+static int by_row0(const void *a, const void *b)
 {
-    const size_t n = rows * cols;
-    unsigned char *raw = (unsigned char *)out + n * sizeof(uint16_t);   /* [n] halves */
-    DS_TRY(ds_h5_read_rows(h->features, h->half, row0, rows, cols, raw));
-    for (size_t k = 0; k < n; k++) {
-        uint16_t v;
-        memcpy(&v, raw + k * sizeof v, sizeof v);
-        out[k] = ds_f32_from_f16(v);
+    const raw_span *x = a, *y = b;
+    return x->row0 < y->row0 ? -1 : x->row0 > y->row0;
+}
+
+/* The memory type raw rows are read as: the stored one, so HDF5 converts
+ * nothing (float16 stays bit patterns, widened by ds_dataset_widen). */
+static hid_t raw_type(const ds_dataset *d)
+{
+    return d->feature_dtype == DS_F16 ? ((const ds_dataset_h5 *)d->h5)->half : H5T_NATIVE_FLOAT;
+}
+
+/* The union of spans [n] (sorted by row, disjoint) of /features -> raw
+ * [sum of rows][cols] in one H5Dread: HDF5 fills the memory selection in
+ * the file selection's row order. Caller holds ds_h5_lock. */
+static ds_status read_union(const ds_dataset *d, const raw_span *s, int n, hsize_t total, void *raw)
+{
+    const ds_dataset_h5 *h = d->h5;
+    const hsize_t cols = (hsize_t)d->n_features, mem_dims[2] = {total, cols};
+    hid_t file = H5Dget_space(h->features), mem = H5Screate_simple(2, mem_dims, NULL);
+    ds_status st = DS_OK;
+    if (file < 0 || mem < 0 || H5Sselect_none(file) < 0) {
+        st = DS_FAIL(DS_ERR_IO, "%s: /features: dataspaces for a batch of %d utterances", d->path, n);
+        goto close_spaces;
     }
+    for (int k = 0; k < n; k++) {
+        const hsize_t start[2] = {s[k].row0, 0}, count[2] = {s[k].rows, cols};
+        if (H5Sselect_hyperslab(file, H5S_SELECT_OR, start, NULL, count, NULL) < 0) {
+            st = DS_FAIL(DS_ERR_IO, "%s: /features: selecting rows %llu..%llu", d->path,
+                         (unsigned long long)s[k].row0, (unsigned long long)(s[k].row0 + s[k].rows));
+            goto close_spaces;
+        }
+    }
+    if (H5Dread(h->features, raw_type(d), mem, file, H5P_DEFAULT, raw) < 0)
+        st = DS_FAIL(DS_ERR_IO, "%s: /features: reading the rows of %d utterances (from row %llu) "
+                     "failed (checksum mismatch: corrupted; or truncated)", d->path, n,
+                     (unsigned long long)s[0].row0);
+close_spaces:
+    if (mem >= 0)
+        H5Sclose(mem);
+    if (file >= 0)
+        H5Sclose(file);
+    return st;
+}
+
+/* Spans [n] sorted by row -> row [n] of each utterance in raw, in that
+ * order; 0 when two spans share a row (a union would merge them). */
+static int place_spans(const raw_span *s, int n, size_t *row, hsize_t *total)
+{
+    *total = 0;
+    for (int k = 0; k < n; k++) {
+        if (k > 0 && s[k].row0 < s[k - 1].row0 + s[k - 1].rows)
+            return 0;
+        row[s[k].j] = (size_t)*total;
+        *total += s[k].rows;
+    }
+    return 1;
+}
+
+/* One read per span [n] (sorted by row: the disk is read forwards), each
+ * to its row [n] of raw. Caller holds ds_h5_lock. */
+static ds_status read_each(const ds_dataset *d, const raw_span *s, int n, void *raw,
+                           const size_t *row)
+{
+    const ds_dataset_h5 *h = d->h5;
+    const size_t cols = (size_t)d->n_features, esize = ds_dtype_size(d->feature_dtype);
+    for (int k = 0; k < n; k++)
+        DS_TRY(ds_h5_read_rows(h->features, raw_type(d), s[k].row0, s[k].rows, cols,
+                               (char *)raw + row[s[k].j] * cols * esize));
     return DS_OK;
+}
+
+/* Rows [n] in idx order: overlapping spans are each read in full. */
+static void place_in_order(const ds_dataset *d, const long *idx, int n, size_t *row)
+{
+    size_t at = 0;
+    for (int j = 0; j < n; j++) {
+        row[j] = at;
+        at += (size_t)d->frames[idx[j]];
+    }
+}
+
+static ds_status read_raw_locked(ds_dataset *d, const long *idx, int n, void *raw, size_t *row,
+                                 raw_span *s)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* per thread: failures come back as messages */
+    for (int j = 0; j < n; j++)
+        s[j] = (raw_span){(hsize_t)d->frame_offset[idx[j]], (hsize_t)d->frames[idx[j]], j};
+    qsort(s, (size_t)n, sizeof *s, by_row0);
+    hsize_t total;
+    if (!place_spans(s, n, row, &total)) {
+        place_in_order(d, idx, n, row);
+        return read_each(d, s, n, raw, row);
+    }
+    /* HDF5 (1.10) maps a union selection to chunks by visiting every chunk
+     * of its bounding box: a batch of utterances spread over a 4,000-utterance
+     * file read 7x slower as one union than utterance by utterance. */
+    const hsize_t span = s[n - 1].row0 + s[n - 1].rows - s[0].row0;
+    if (n > 1 && span > UNION_SPAN * total)
+        return read_each(d, s, n, raw, row);
+    return read_union(d, s, n, total, raw);
+}
+
+ds_status ds_dataset_read_raw(ds_dataset *d, const long *idx, int n, void *raw, size_t *row)
+{
+    for (int j = 0; j < n; j++)
+        if (idx[j] < 0 || idx[j] >= d->n)
+            return DS_FAIL(DS_ERR_ARG, "%s: utterance %ld out of range (%ld utterances)", d->path,
+                           idx[j], d->n);
+    if (n < 1)
+        return DS_OK;
+    raw_span *s = malloc((size_t)n * sizeof *s);   /* [n]: a batch's, small */
+    if (!s)
+        return DS_FAIL(DS_ERR_MEM, "%s: a read of %d utterances", d->path, n);
+    ds_h5_lock();
+    ds_status st = read_raw_locked(d, idx, n, raw, row, s);
+    ds_h5_unlock();
+    free(s);
+    return st;
+}
+
+/* ---- widening, with the finiteness check fused ---- */
+
+/* GCC/Clang vector extensions: plain C that becomes SSE2 on baseline x86-64
+ * and NEON on aarch64, 4 lanes (one register: wider types are split and
+ * spilled there). */
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef float f32x4 __attribute__((vector_size(16)));
+
+/* 4 binary16 patterns h -> dst [4] float, exactly (subnormals, Inf, NaN
+ * too): the magnitude shifted into float's place and rebiased; subnormals
+ * through a float subtraction, Inf/NaN get the rest of the exponent. */
+static inline void widen4(u32x4 h, float *dst)
+{
+    const u32x4 mag = (h & 0x7fff) << 13, exp = mag & (0x1fu << 23);
+    u32x4 o = mag + ((127u - 15u) << 23);
+    const u32x4 special = (u32x4)(exp == (0x1fu << 23)), tiny = (u32x4)(exp == 0);
+    o += special & ((128u - 16u) << 23);
+    const u32x4 sub_bits = o + (1u << 23);
+    f32x4 sub;
+    memcpy(&sub, &sub_bits, sizeof sub);
+    sub -= 6.103515625e-05f;   /* 2^-14: the float whose exponent was added */
+    u32x4 sb;
+    memcpy(&sb, &sub, sizeof sb);
+    const u32x4 bits = (tiny & sb) | (~tiny & o) | ((h & 0x8000) << 16);
+    memcpy(dst, &bits, sizeof bits);
+}
+
+/* src [n] binary16 -> dst [n] float; returns nonzero when some value is Inf
+ * or NaN (all exponent bits set). */
+static int widen_portable(float *dst, const uint16_t *src, size_t n)
+{
+    u32x4 bad = {0};
+    size_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        const u32x4 h = {src[k], src[k + 1], src[k + 2], src[k + 3]};
+        bad |= (u32x4)((h & 0x7c00) == 0x7c00);
+        widen4(h, dst + k);
+    }
+    int any = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+    for (; k < n; k++) {
+        any |= (src[k] & 0x7c00) == 0x7c00;
+        dst[k] = ds_f32_from_f16(src[k]);
+    }
+    return any;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+/* The same with F16C's vcvtph2ps, 8 values an instruction. */
+__attribute__((target("avx,f16c"))) static int widen_f16c(float *dst, const uint16_t *src, size_t n)
+{
+    const __m128i exp = _mm_set1_epi16(0x7c00);
+    __m128i bad = _mm_setzero_si128();
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(src + k));
+        bad = _mm_or_si128(bad, _mm_cmpeq_epi16(_mm_and_si128(h, exp), exp));
+        _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(h));
+    }
+    int any = _mm_movemask_epi8(bad) != 0;
+    for (; k < n; k++) {
+        any |= (src[k] & 0x7c00) == 0x7c00;
+        dst[k] = ds_f32_from_f16(src[k]);
+    }
+    return any;
+}
+
+/* F16C unless the CPU lacks it or DSTRAIN_CPU_ISA=baseline forces the
+ * portable path (as it does the CPU kernels', so both are testable here). */
+static int use_f16c(void)
+{
+    static int cached = -1;   /* every thread computes the same; atomic, so no race */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *want = getenv("DSTRAIN_CPU_ISA");
+        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")
+            && !(want && strcmp(want, "baseline") == 0);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#else
+static int use_f16c(void) { return 0; }
+#define widen_f16c widen_portable
+#endif
+
+/* src [n] float32 -> dst [n] (nothing to copy when they are one: ds_dataset_read
+ * reads float32 rows in place); nonzero when some value is not finite. */
+static int copy_f32(float *dst, const float *src, size_t n)
+{
+    u32x4 bad = {0};
+    size_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        u32x4 b;
+        memcpy(&b, src + k, sizeof b);
+        bad |= (u32x4)((b & 0x7f800000u) == 0x7f800000u);
+        if (dst != src)
+            memcpy(dst + k, &b, sizeof b);
+    }
+    int any = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+    for (; k < n; k++) {
+        any |= !isfinite(src[k]);
+        dst[k] = src[k];
+    }
+    return any;
+}
+
+/* The first non-finite value of out [rows][cols], named. */
+static ds_status not_finite(const ds_dataset *d, long i, const float *out, size_t count)
+{
+    const size_t cols = (size_t)d->n_features;
+    size_t k = 0;
+    while (k + 1 < count && isfinite(out[k]))
+        k++;
+    return DS_FAIL(DS_ERR_NUM, "%s: features: utterance %ld (%s) holds %s at frame %zu, feature %zu",
+                   d->path, i, d->ids[i], isnan(out[k]) ? "NaN" : "Inf", k / cols, k % cols);
+}
+
+ds_status ds_dataset_widen(const ds_dataset *d, long i, const void *raw, float *out)
+{
+    const size_t count = (size_t)d->frames[i] * (size_t)d->n_features;
+    int bad;
+    if (d->feature_dtype == DS_F16)
+        bad = use_f16c() ? widen_f16c(out, raw, count) : widen_portable(out, raw, count);
+    else
+        bad = copy_f32(out, raw, count);
+    return bad ? not_finite(d, i, out, count) : DS_OK;
 }
 
 ds_status ds_dataset_read(ds_dataset *d, long i, float *out)
 {
     if (i < 0 || i >= d->n)
         return DS_FAIL(DS_ERR_ARG, "%s: utterance %ld out of range (%ld utterances)", d->path, i, d->n);
-    const ds_dataset_h5 *h = d->h5;
-    const size_t rows = (size_t)d->frames[i], cols = (size_t)d->n_features;
-    const hsize_t row0 = (hsize_t)d->frame_offset[i];
-    if (d->feature_dtype == DS_F16)
-        DS_TRY(read_half_rows(h, row0, rows, cols, out));
-    else
-        DS_TRY(ds_h5_read_rows(h->features, H5T_NATIVE_FLOAT, row0, rows, cols, out));
-    for (size_t k = 0; k < rows * cols; k++)
-        if (!isfinite(out[k]))
-            return DS_FAIL(DS_ERR_NUM, "%s: features: utterance %ld (%s) holds %s at frame %zu, "
-                           "feature %zu", d->path, i, d->ids[i], isnan(out[k]) ? "NaN" : "Inf",
-                           k / cols, k % cols);
-    return DS_OK;
+    /* The raw rows go to the back half of out (float16) or all of it
+     * (float32). Widening front to back, w = 4 or 8 values loaded before they
+     * are stored, never overwrites a value not yet read: floats [k, k + w)
+     * end at byte 4(k + w), halves not yet read start at 2n + 2(k + w), no
+     * earlier while k + w <= n. */
+    const size_t count = (size_t)d->frames[i] * (size_t)d->n_features;
+    void *raw = d->feature_dtype == DS_F16 ? (void *)((uint16_t *)(void *)out + count) : (void *)out;
+    size_t row;
+    DS_TRY(ds_dataset_read_raw(d, &i, 1, raw, &row));
+    return ds_dataset_widen(d, i, raw, out);
 }

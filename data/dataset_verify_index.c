@@ -48,14 +48,22 @@ static ds_status check_disjoint(const ds_verify_ctx *c, ds_verify_span *s, const
 }
 
 /* Whether the utterances lie one after another, in index order, from row 0
- * and entry 0 (as dstrain writes them). */
-static int stored_in_order(const ds_dataset *d)
+ * and entry 0 (as dstrain writes them): back to back, or each at the next
+ * multiple of DS_DATASET_ALIGN_ROWS (dataset.h: chunk layout). *padding gets
+ * the rows between them then, which belong to no utterance by design. */
+static int stored_in_order(const ds_dataset *d, long long *padding)
 {
     int64_t fo = 0, lo = 0;
+    *padding = 0;
     for (long i = 0; i < d->n; i++) {
-        if (d->frame_offset[i] != fo || d->label_offset[i] != lo)
+        const int64_t aligned = (fo + DS_DATASET_ALIGN_ROWS - 1) / DS_DATASET_ALIGN_ROWS
+                                * DS_DATASET_ALIGN_ROWS;
+        if ((d->frame_offset[i] != fo && d->frame_offset[i] != aligned) || d->label_offset[i] != lo) {
+            *padding = 0;
             return 0;
-        fo += d->frames[i];
+        }
+        *padding += d->frame_offset[i] - fo;
+        fo = d->frame_offset[i] + d->frames[i];
         lo += d->label_length[i];
     }
     return 1;
@@ -81,7 +89,9 @@ static ds_status check_spans(ds_verify_ctx *c)
         st = check_disjoint(c, labels, "utterances/label_offset", "labels", "entries",
                             d->total_labels, &c->sum->unused_labels);
     free(labels);
-    c->sum->in_order = stored_in_order(d);
+    long long padding;
+    c->sum->in_order = stored_in_order(d, &padding);
+    c->sum->unused_frames -= padding;   /* alignment, not rows lost */
     return st;
 }
 

@@ -39,6 +39,7 @@ struct ds_dataset_writer {
     double *sum, *sumsq;           /* [n_features] */
     uint16_t *stage;               /* [stage_cap]: float16 rows on their way to the file */
     size_t stage_cap;
+    float *zeros;                  /* [(DS_DATASET_ALIGN_ROWS - 1) * n_features]: padding rows */
 };
 
 /* ---- create / abort ---- */
@@ -65,6 +66,7 @@ static void release(ds_dataset_writer *w)
     free(w->sum);
     free(w->sumsq);
     free(w->stage);
+    free(w->zeros);
     free(w);
 }
 
@@ -107,8 +109,9 @@ ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtyp
     w->n_features = ds_feature_dim(feat);
     w->sum = calloc((size_t)w->n_features, sizeof *w->sum);
     w->sumsq = calloc((size_t)w->n_features, sizeof *w->sumsq);
+    w->zeros = calloc((size_t)(DS_DATASET_ALIGN_ROWS - 1) * w->n_features, sizeof *w->zeros);
     ds_status st = DS_OK;
-    if (!w->sum || !w->sumsq) {
+    if (!w->sum || !w->sumsq || !w->zeros) {
         st = DS_FAIL(DS_ERR_MEM, "%s: statistics of %d features", path, w->n_features);
         goto free_writer;
     }
@@ -205,6 +208,20 @@ static ds_status append_rows(ds_dataset_writer *w, const float *features, int fr
     return st;
 }
 
+/* Zero rows from total_frames up to the next multiple of DS_DATASET_ALIGN_ROWS,
+ * so that the next utterance starts a chunk (dataset.h: chunk layout). They
+ * are written, not left to the fill value, so the file says what it holds. */
+static ds_status pad_to_chunk(ds_dataset_writer *w)
+{
+    const int64_t gap = (DS_DATASET_ALIGN_ROWS - w->total_frames % DS_DATASET_ALIGN_ROWS)
+                        % DS_DATASET_ALIGN_ROWS;
+    if (gap == 0)
+        return DS_OK;
+    DS_TRY(append_rows(w, w->zeros, (int)gap));   /* +0.0 in either dtype */
+    w->total_frames += gap;
+    return DS_OK;
+}
+
 ds_status ds_writer_append(ds_dataset_writer *w, const char *id, const char *transcript,
                            const uint8_t *labels, int n_labels, const float *features, int frames)
 {
@@ -217,6 +234,7 @@ ds_status ds_writer_append(ds_dataset_writer *w, const char *id, const char *tra
         st = DS_FAIL(DS_ERR_MEM, "%s: utterance %s", w->path, id);
         goto free_strings;
     }
+    DS_TRY_GOTO(st, pad_to_chunk(w), free_strings);
     DS_TRY_GOTO(st, append_rows(w, features, frames), free_strings);
     w->frame_offset[w->n] = w->total_frames;
     w->frames[w->n] = frames;

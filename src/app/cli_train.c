@@ -37,6 +37,12 @@ static const ds_flag train_flags[] = {
     DS_FLAG_ARG(O_MIN_DUR, "min-duration", "S", "0", "skip utterances shorter than S seconds"),
     DS_FLAG_ARG(O_MAX_DUR, "max-duration", "S", "no limit",
                 "skip utterances longer than S seconds"),
+    DS_FLAG_ARG(O_LOADER_THREADS, "loader-threads", "N", "2",
+                "reader threads of each rank's data loader (read, convert, normalise, augment "
+                "batches ahead of the step); the batches are the same bits whatever N"),
+    DS_FLAG_ARG(O_PREFETCH, "prefetch", "N", "4",
+                "batch buffers of each rank's loader, the one the step holds included (>= 2); "
+                "each holds batch x longest utterance x features floats"),
     DS_FLAG_ARG(O_NORM, "norm", "N", "utterance",
                 "feature normalisation when batches are formed: utterance (as deepspeech.pytorch) "
                 "| global | none"),
@@ -230,6 +236,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
                                 (const char *const[]){"background", "sync", NULL},
                                 &o->checkpoint_sync);
             break;
+        case O_LOADER_THREADS: bad = num("loader-threads", optarg, 1, 256, &v); o->loader_threads = (int)v; break;
+        case O_PREFETCH: bad = num("prefetch", optarg, 2, 1024, &v); o->prefetch = (int)v; break;
         case O_VAL_EVERY: bad = num("val-every", optarg, 0, 1e12, &v); o->val_every = (long)v; break;
         case O_ALLREDUCE:
             bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK;

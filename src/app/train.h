@@ -30,6 +30,7 @@ typedef struct {
     /* data: HDF5 feature files, or synthetic when train_path is NULL */
     const char *train_path, *val_path;
     long val_every;               /* validate every val_every steps too; 0: at epoch ends only */
+    int loader_threads, prefetch; /* the loader's readers and batch buffers; 0: its defaults */
     double min_duration, max_duration;   /* seconds; max <= 0: no limit */
     ds_norm norm;
     ds_specaug aug;

@@ -86,7 +86,8 @@ ds_status ds_run_epoch_begin(run_state *r, int epoch)
     ds_loader_cfg lc = {.data = r->train, .sampler = r->sampler, .rank = r->rank, .epoch = epoch,
                         .batch = o->batch,
                         .max_frames = r->fs.max_frames, .max_labels = r->fs.max_labels,
-                        .norm = o->norm, .aug = o->aug, .seed = o->seed, .depth = 3,
+                        .norm = o->norm, .aug = o->aug, .seed = o->seed,
+                        .depth = o->prefetch, .threads = o->loader_threads,
                         .first_batch = first, .timeout_s = o->world ? o->world->timeout_s : 0};
     return ds_loader_start(&lc, &r->loader);
 }

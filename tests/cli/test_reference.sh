@@ -122,7 +122,7 @@ suggest)
   expect 2 "^\(dstrain train --help lists its options\)$" "$bin" train --bach 8
   expect 2 'unknown option --bat; did you mean --batch\? \(options are not abbreviated\)' "$bin" train --bat 8
   expect 2 'unknown option --bat; did you mean --batch\?' "$bin" train --bat=8
-  expect 2 'did you mean --check-sync, --checkpoint-dir, --checkpoint-every or --checkpoint-error\?' "$bin" train --check 1
+  expect 2 'did you mean --checkpoint-dir, --checkpoint-every, --checkpoint-write or --checkpoint-error\?' "$bin" train --checkpoint 1
   expect 2 'unknown option --precison; did you mean --precision\?' "$bin" train --precison fp16
   expect 2 'unknown option --batch-size; did you mean --batch\?' "$bin" train --batch-size 8
   expect 2 'unknown option -batch; did you mean --batch\?' "$bin" train -batch 8

@@ -211,9 +211,10 @@ if "$bin" train --config "$work/w26.json" --train mel.h5 --steps 1 --print-every
   else bad "eval on the training file's kind: exit $rc: $out"; fi
 else bad "train on mel.h5 failed"; fi
 
-# --- a 0.4 MB feature file whose index claims 60 million utterances (uint8
-# and 1-byte strings on disk, sparse) is refused before its index is
-# allocated (5 GB in memory), naming the claim
+# --- a 0.2 MB feature file whose index claims 20 million utterances (uint8
+# and 1-byte strings on disk, sparse: within the 256 x file size any one
+# dataset may claim) is refused before its index is allocated (1.6 GB in
+# memory), naming the claim
 cp out.h5 claim.h5
 "$py" - claim.h5 <<'PY'
 import sys, h5py
@@ -222,12 +223,12 @@ with h5py.File(sys.argv[1], "r+") as f:
     for name in list(g.keys()):
         kind = g[name].dtype.kind
         del g[name]
-        g.create_dataset(name, shape=(60_000_000,), dtype="S1" if kind == "O" else "u1",
+        g.create_dataset(name, shape=(20_000_000,), dtype="S1" if kind == "O" else "u1",
                          chunks=(65536,))
 PY
 out=$("$bin" info claim.h5 2>&1); rc=$?
-if [ "$rc" -ne 0 ] && grep -q "claim.h5: /utterances claims 60000000 utterances, .* MiB of index in memory" <<<"$out"; then ok
-else bad "a file claiming 60M utterances: exit $rc: $out"; fi
+if [ "$rc" -ne 0 ] && grep -q "claim.h5: /utterances claims 20000000 utterances, .* MiB of index in memory" <<<"$out"; then ok
+else bad "a file claiming 20M utterances: exit $rc: $out"; fi
 
 # --- sizes a config can dictate are bounded where it is read; messages name
 # the command that was run and what the argument is

@@ -108,6 +108,8 @@ static void check_index(const corpus *c, const ds_dataset *d, int lo, int hi)
     T_CHECK(d->n == hi - lo, "n %ld, expected %d", d->n, hi - lo);
     for (int i = lo; i < hi && d->n == hi - lo; i++) {
         long k = i - lo;
+        /* each utterance starts a chunk (dataset.h: chunk layout) */
+        fo = (fo + DS_DATASET_ALIGN_ROWS - 1) / DS_DATASET_ALIGN_ROWS * DS_DATASET_ALIGN_ROWS;
         T_CHECK(d->frame_offset[k] == fo && d->frames[k] == utt_frames[i],
                 "utt %d: frame_offset %lld frames %d, expected %lld %d", i,
                 (long long)d->frame_offset[k], d->frames[k], (long long)fo, utt_frames[i]);
