@@ -7,7 +7,8 @@
 # synchronous). Per run: wall time, the extra wall time per save over the
 # run without checkpoints (what a save really costs, the background write's
 # competition for the cores included), and, from --log, the stall each save
-# caused (the copy out, plus any wait for the save before) and its write time.
+# caused (the copy out, plus any wait for the save before; with sync the
+# write too) and its write time.
 # usage: bench/checkpoint-stall.sh   (env: MODEL=ds2 BATCH=2 FRAMES=200 STEPS=9
 #        EVERY=2 DSTRAIN=build/dstrain BEFORE= WORK=tmpdir)
 set -euo pipefail

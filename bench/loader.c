@@ -31,7 +31,7 @@
  *
  * --cold evicts the file from the page cache (posix_fadvise DONTNEED, no
  * root needed for clean pages) before each epoch; --make writes a
- * LibriSpeech-length file to run on (bench/results/loader/README.md).
+ * LibriSpeech-length file to run on (bench/results/amd-epyc-zen5-avx512-2core/loader/README.md).
  *
  * The consumer is an ASSUMPTION, not a measurement: by default DeepSpeech2
  * (the ds2 preset) training on one H100 at 250 utterances/s of LibriSpeech,

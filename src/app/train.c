@@ -171,15 +171,17 @@ static ds_status report_save(run_state *r, int wait)
     if (d.st != DS_OK)
         return save_failed(r, d.step, d.st, d.msg);
     r->saved_step = d.step;
-    const char *how = r->o->checkpoint_sync ? "" : " beside training";
-    ds_print("checkpoint %s (training stalled %.2f s; written in %.2f s%s)\n", d.path,
-             d.wait_s + d.take_s, d.write_s, how);
+    const int sync = r->o->checkpoint_sync;
+    /* training waited for the copy (and the save before it); for the write too when sync */
+    const double stall = d.wait_s + d.take_s + (sync ? d.write_s : 0);
+    ds_print("checkpoint %s (training stalled %.2f s; written in %.2f s%s)\n", d.path, stall,
+             d.write_s, sync ? "" : " beside training");
     char line[1400], path[1200];
     snprintf(line, sizeof line,
              "{\"checkpoint\":%s,\"step\":%ld,\"stall_s\":%.4f,\"wait_s\":%.4f,"
              "\"take_s\":%.4f,\"write_s\":%.4f,\"async\":%s}",
-             ds_json_str(d.path, path, sizeof path), d.step, d.wait_s + d.take_s, d.wait_s, d.take_s,
-             d.write_s, r->o->checkpoint_sync ? "false" : "true");
+             ds_json_str(d.path, path, sizeof path), d.step, stall, d.wait_s, d.take_s, d.write_s,
+             sync ? "false" : "true");
     return ds_log_raw(&r->log, line);
 }
 
