@@ -5,7 +5,7 @@
 # DSTRAIN_SANITIZE: AddressSanitizer (with LeakSanitizer) and
 #   UndefinedBehaviorSanitizer, every finding fatal, frames kept for stacks.
 # DSTRAIN_FUZZ (clang only): DSTRAIN_SANITIZE plus libFuzzer's coverage
-#   instrumentation everywhere, and the harnesses of tests/fuzz.cmake.
+#   instrumentation everywhere, and the harnesses of tests/fuzz/fuzz.cmake.
 option(DSTRAIN_SANITIZE "build with -fsanitize=address,undefined (scripts/sanitize.sh)" OFF)
 option(DSTRAIN_FUZZ "build the libFuzzer harnesses of tests/fuzz/ (clang; scripts/fuzz.sh)" OFF)
 

@@ -38,7 +38,7 @@
  *
  * and &ds_cli_frob_cmd listed in ds_cli_commands (cli_common.c), so that
  * dstrain frob runs it and dstrain --help, dstrain help frob, dstrain help
- * --markdown and the tests (tests/cli_reference.cmake) see it; then run
+ * --markdown and the tests (tests/cli/cli_reference.cmake) see it; then run
  * scripts/update-readme-reference.sh.
  *
  * Every table gets --help (and -h) without an entry. Options are matched

@@ -4,7 +4,7 @@
 # profile on one step of the tiny preset (tests/unit/test_profile_backend.c).
 # Its plain run (tests/CMakeLists.txt) is the CPU's; test_profile_backend_cuda
 # runs it on the cuda backend, where it prints "skipped: ..." and exits 77
-# without a GPU, as the other *_cuda tests (backends.cmake). On a GPU it
+# without a GPU, as the other *_cuda tests (unit/backends.cmake). On a GPU it
 # fails when the backend was built without CUPTI (no kernel profile).
 # test_gpu_peak: the CUDA backend's peak FLOP/s table against NVIDIA's
 # datasheet figures, on the host (cuda/gpu_peak.c is built everywhere).
