@@ -11,7 +11,7 @@ ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
 # The unit tests again under ASan and UBSan (build-asan/), then each fuzz
 # harness for a bounded time over its corpus (build-fuzz/; skipped, saying
 # why, without clang's libFuzzer, but not in CI, where build.sh has just
-# installed it): README "Sanitizers and fuzzing".
+# installed it): docs/tests.md, "Sanitizers and fuzzing".
 scripts/sanitize.sh
 rc=0
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}" || rc=$?

@@ -1,7 +1,7 @@
 # The command line's description of itself (tests/cli/test_reference.sh):
-# README.md's option reference is `dstrain help --markdown` byte for byte
+# docs/cli.md's option reference is `dstrain help --markdown` byte for byte
 # (else run scripts/update-readme-reference.sh); every option of every table
-# is in the README and its command's --help, parses as its table says and is
+# is in docs/cli.md and its command's --help, parses as its table says and is
 # handled; wrong options and commands get the nearest suggested, exit 2.
 foreach(part readme help suggest)
   add_test(NAME cli_reference_${part}

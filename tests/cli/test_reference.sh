@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The command line's own description of itself, checked against the README
-# and against what the parser accepts. The option tables (src/app/cli_*.c,
-# cli_flags.h) make getopt_long's arrays, every --help and the README's
-# reference (dstrain help --markdown); these checks catch the ways they can
-# still part.
+# The command line's own description of itself, checked against its reference
+# (docs/cli.md, linked from the README) and against what the parser accepts.
+# The option tables (src/app/cli_*.c, cli_flags.h) make getopt_long's arrays,
+# every --help and docs/cli.md's reference (dstrain help --markdown); these
+# checks catch the ways they can still part.
 # usage: test_reference.sh readme|help|suggest DSTRAIN SOURCE_DIR
-#   readme:  README.md's generated section is `dstrain help --markdown`, byte
+#   readme:  docs/cli.md's generated section is `dstrain help --markdown`, byte
 #            for byte (else: run scripts/update-readme-reference.sh)
 #   help:    every command's --help exits 0 and lists the same options as its
-#            reference; every option in the sources' tables is in the README
+#            reference; every option in the sources' tables is in docs/cli.md
 #            and its command's --help; every option listed is accepted by the
 #            parser with or without its argument as the table says, and
 #            handled by the command
@@ -36,8 +36,8 @@ help_flags() { "$bin" "$1" --help | sed -nE 's/^  --([a-z0-9-]+).*/\1/p'; }
 
 case $mode in
 readme)
-  if "$src/scripts/update-readme-reference.sh" --check "$bin" "$src/README.md"; then ok
-  else bad "README.md's option reference is not dstrain help --markdown: run scripts/update-readme-reference.sh"; fi
+  if "$src/scripts/update-readme-reference.sh" --check "$bin" "$src/docs/cli.md"; then ok
+  else bad "docs/cli.md's option reference is not dstrain help --markdown: run scripts/update-readme-reference.sh"; fi
   ;;
 
 help)
@@ -53,8 +53,8 @@ help)
     head -1 "$c.help" | grep -q "^usage: dstrain $c" && ok || bad "dstrain $c --help does not start with its usage"
     "$bin" "$c" -h >"$c.h" 2>&1 && cmp -s "$c.help" "$c.h" && ok || bad "dstrain $c -h differs from --help"
     "$bin" help "$c" >"$c.h2" 2>&1 && cmp -s "$c.help" "$c.h2" && ok || bad "dstrain help $c differs from --help"
-    grep -qx "### dstrain $c" "$src/README.md" && ok || bad "README has no section for dstrain $c"
-    awk -v c="### dstrain $c" '$0 == c { on = 1; next } on && /^### / { exit } on' "$src/README.md" >"$c.readme"
+    grep -qx "### dstrain $c" "$src/docs/cli.md" && ok || bad "docs/cli.md has no section for dstrain $c"
+    awk -v c="### dstrain $c" '$0 == c { on = 1; next } on && /^### / { exit } on' "$src/docs/cli.md" >"$c.readme"
     md_flags "$c" >"$c.md"
     # the same options in --help and in the reference
     if diff <(cut -d' ' -f1 "$c.md" | sort) <(help_flags "$c" | sort) >"$c.diff"; then ok
@@ -62,7 +62,7 @@ help)
     grep -qx "help 0" "$c.md" && ok || bad "dstrain $c: no --help in its reference"
   done
   # every option in the sources' tables: in its command's --help (hidden ones
-  # excepted) and in the README's section for that command
+  # excepted) and in docs/cli.md's section for that command
   for f in "$src"/src/app/cli_*.c; do
     names=$( { grep -ohE 'DS_FLAG_(ARG|SWITCH)\([A-Za-z0-9_]+, "[a-z0-9-]+"' "$f" | sed -E 's/.*"(.*)"/\1/'
                grep -ohE '\{\.name = "[a-z0-9-]+", \.has_arg' "$f" | sed -E 's/.*"(.*)".*/\1/'; } )
@@ -73,8 +73,8 @@ help)
         if grep -qx "$n [01]" "$c.md"; then
           found=1
           grep -qE "^  --$n( |,|\$)" "$c.help" || bad "--$n ($(basename "$f")) is in the reference of $c but not its --help"
-          # in the README, inside the section of that command
-          grep -qF "| \`--$n\`" "$c.readme" || bad "--$n ($(basename "$f")) is not in README.md's dstrain $c section"
+          # in docs/cli.md, inside the section of that command
+          grep -qF "| \`--$n\`" "$c.readme" || bad "--$n ($(basename "$f")) is not in docs/cli.md's dstrain $c section"
         fi
       done
       [ -n "$found" ] && ok || bad "--$n of $(basename "$f") is in no command's --help or reference"

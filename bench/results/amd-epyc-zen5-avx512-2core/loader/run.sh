@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of README.md: bench_loader on one rank, warm and cold, each
+# The figures of docs/measurements.md: bench_loader on one rank, warm and cold, each
 # configuration REPS times, one summary line per run.
 # usage: run.sh BENCH_LOADER FILE.h5 "THREADS..." [more bench_loader options]
 #   THREADS "-" runs without --threads (a loader that has no such option).
