@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the library and the unit tests (tests/unit/test_*.c) with
+# Builds the library and the C tests (tests/*/test_*.c) with
 # AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, every
 # finding fatal, CUDA off, into build-asan/, and runs them: ctest -R '^test_'.
 # Leaks inside the libraries we link are suppressed by name in
@@ -19,7 +19,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSTRAIN_CUDA=OFF -DDS
 # front of glibc's, which is where ASan's must be: it cannot run here.
 excluded=test_step_alloc
 targets=()
-for src in tests/unit/test_*.c; do
+for src in tests/unit/test_*.c tests/data/test_*.c; do
   name=$(basename "$src" .c)
   [ "$name" = "$excluded" ] || targets+=("$name")
 done
