@@ -47,7 +47,6 @@
  *            buffer) that the reduction changed, summed over the ranks
  * The exit status is 1 when any #wrong is not 0. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -60,6 +59,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "cli_flags.h"
 #include "dtype.h"
 #include "reduce.h"
 #include "world.h"
@@ -84,31 +84,132 @@ typedef struct {
 
 static int g_rank = 0;
 
-static void usage(FILE *f)
+/* ---- options (cli_flags.h): parsed by every rank alike, said by rank 0 ---- */
+
+enum { O_MIN = 256, O_MAX, O_FACTOR, O_ITERS, O_WARMUP, O_TYPE, O_BUCKET, O_OP, O_TRANSPORT,
+       O_DEVICE, O_TIMEOUT };
+
+static const ds_flag allreduce_flags[] = {
+    DS_FLAG_SECTION("sizes and iterations (nccl-tests' letters)"),
+    DS_FLAG_ARG_SHORT(O_MIN, 'b', "minbytes", "B", "8",
+                      "smallest size in bytes (K, M, G: x 1024)"),
+    DS_FLAG_ARG_SHORT(O_MAX, 'e', "maxbytes", "B", "128M", "largest size in bytes (K, M, G: x 1024)"),
+    DS_FLAG_ARG_SHORT(O_FACTOR, 'f', "stepfactor", "F", "2",
+                      "size multiplication factor, an integer >= 2"),
+    DS_FLAG_ARG_SHORT(O_ITERS, 'n', "iters", "N", "20", "timed iterations per size, >= 1"),
+    DS_FLAG_ARG_SHORT(O_WARMUP, 'w', "warmup_iters", "W", "5",
+                      "warm-up iterations per size, not timed"),
+    DS_FLAG_ARG_SHORT(O_TYPE, 'd', "datatype", "T", "float", "float or double"),
+    DS_FLAG_SECTION("what is timed"),
+    DS_FLAG_ARG(O_BUCKET, "bucket-mb", "M", "25",
+                "reducer bucket size, MiB (2^20 bytes), may be fractional"),
+    DS_FLAG_ARG(O_OP, "op", "OP", "reducer",
+                "reducer: mpi/reduce.c's reducer; mpi: one MPI_Allreduce of the whole buffer "
+                "(host memory)"),
+    DS_FLAG_ARG(O_TRANSPORT, "transport", "T", "mpi",
+                "the reducer's transport: mpi or nccl (one GPU per rank)"),
+    DS_FLAG_ARG(O_DEVICE, "device", "D", "cpu for `--transport mpi`, cuda for nccl",
+                "cpu or cuda, where the buffer lives"),
+    DS_FLAG_ARG(O_TIMEOUT, "timeout", "S", "300",
+                "watchdog: abort when a rank waits on the others longer than S seconds; 0: none"),
+    DS_FLAG_END};
+
+static const ds_flag_cmd allreduce_cmd = {
+    .name = PROG, .program = PROG,
+    .usage = "[mpiexec -np N] " PROG " [options]",
+    .about = "Sums a buffer across ranks with dstrain's bucketed gradient reducer (or plain "
+             "MPI_Allreduce) for sizes from -b to -e bytes and reports time and bandwidth.",
+    .flags = allreduce_flags};
+
+/* Bytes with an optional K, M or G suffix (powers of 1024): optarg. */
+static int parse_bytes(const ds_flags *fl, size_t *out)
 {
-    fprintf(f,
-        "usage: [mpiexec -np N] " PROG " [options]\n"
-        "\n"
-        "Sums a buffer across ranks with dstrain's bucketed gradient reducer (or plain\n"
-        "MPI_Allreduce) for sizes from -b to -e bytes and reports time and bandwidth.\n"
-        "\n"
-        "  -b, --minbytes B     smallest size, bytes; K, M, G suffixes (x 1024) (default 8)\n"
-        "  -e, --maxbytes B     largest size, bytes; K, M, G suffixes (default 128M)\n"
-        "  -f, --stepfactor F   size multiplication factor, integer >= 2 (default 2)\n"
-        "  -n, --iters N        timed iterations per size, >= 1 (default 20)\n"
-        "  -w, --warmup_iters W warm-up iterations per size, not timed (default 5)\n"
-        "  -d, --datatype T     float | double (default float)\n"
-        "      --bucket-mb M    reducer bucket size, MiB (2^20 bytes), may be fractional\n"
-        "                       (default 25)\n"
-        "      --op OP          reducer: mpi/reduce.c's reducer (default);\n"
-        "                       mpi: one MPI_Allreduce of the whole buffer (host memory)\n"
-        "      --transport T    the reducer's transport: mpi (default) or nccl (one GPU\n"
-        "                       per rank)\n"
-        "      --device D       cpu or cuda, where the buffer lives (default: cpu for\n"
-        "                       --transport mpi, cuda for nccl)\n"
-        "      --timeout S      watchdog: abort when a rank waits on the others longer\n"
-        "                       than S seconds; 0: none (default 300)\n"
-        "  -h, --help           this text\n");
+    const char *s = optarg;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = (s[0] >= '0' && s[0] <= '9') ? strtoull(s, &end, 10) : 0;
+    if (!(s[0] >= '0' && s[0] <= '9') || errno || end == s)
+        return ds_flags_bad(fl, "expected bytes, e.g. 8, 64K, 128M, 1G");
+    unsigned long long mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ULL << 10; end++; break;
+    case 'm': case 'M': mul = 1ULL << 20; end++; break;
+    case 'g': case 'G': mul = 1ULL << 30; end++; break;
+    default: break;
+    }
+    if (*end || v == 0 || v > (unsigned long long)SIZE_MAX / mul)
+        return ds_flags_bad(fl, "expected a positive number of bytes, e.g. 8, 64K, 128M, 1G");
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* 0: run; 1: --help done; 2: bad usage (said). */
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+    static const char *const types[] = {"float", "double", NULL};
+    static const char *const ops[] = {"reducer", "mpi", NULL};
+    static const char *const transports[] = {"mpi", "nccl", NULL};
+    static const char *const devices[] = {"cpu", "cuda", NULL};
+    *o = (bench_opts){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20,
+                      .warmup = 5, .dt = DS_F32, .bucket_mb = 25, .op = OP_REDUCER,
+                      .transport = DS_REDUCE_MPI, .timeout_s = 300};
+    ds_flags fl;
+    int c, bad = 0, k;
+    if ((c = ds_flags_begin(&fl, &allreduce_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c == 0 ? 1 : 2;
+    while (!bad && (c = ds_flags_next(&fl)) != -1) {
+        switch (c) {
+        case O_MIN: bad = parse_bytes(&fl, &o->min_bytes); break;
+        case O_MAX: bad = parse_bytes(&fl, &o->max_bytes); break;
+        case O_FACTOR: bad = ds_flags_int(&fl, 2, 1 << 20, &o->factor); break;
+        case O_ITERS: bad = ds_flags_int(&fl, 1, 1 << 24, &o->iters); break;
+        case O_WARMUP: bad = ds_flags_int(&fl, 0, 1 << 24, &o->warmup); break;
+        case O_TYPE:
+            if (!(bad = ds_flags_choice(&fl, types, &k)))
+                o->dt = k ? DS_F64 : DS_F32;
+            break;
+        case O_BUCKET: bad = ds_flags_num(&fl, 1e-6, 1e5, &o->bucket_mb); break;
+        case O_TIMEOUT: bad = ds_flags_num(&fl, 0, 1e7, &o->timeout_s); break;
+        case O_OP:
+            if (!(bad = ds_flags_choice(&fl, ops, &k)))
+                o->op = k ? OP_MPI : OP_REDUCER;
+            break;
+        case O_TRANSPORT:
+            if (!(bad = ds_flags_choice(&fl, transports, &k)))
+                o->transport = k ? DS_REDUCE_NCCL : DS_REDUCE_MPI;
+            break;
+        case O_DEVICE:
+            if (!(bad = ds_flags_choice(&fl, devices, &k)))
+                o->device = devices[k];
+            break;
+        default: return ds_flags_unhandled(&fl, c);
+        }
+    }
+    if (bad)
+        return 2;
+    if (optind < argc)
+        return ds_flags_error(&fl, "unexpected argument \"%s\"", argv[optind]);
+    if (!o->device)
+        o->device = o->transport == DS_REDUCE_NCCL ? "cuda" : "cpu";
+    if (o->transport == DS_REDUCE_NCCL && strcmp(o->device, "cuda"))
+        return ds_flags_error(&fl, "--transport nccl sums GPU memory: it needs --device cuda, not "
+                              "--device %s", o->device);
+    if (o->op == OP_MPI && (o->transport != DS_REDUCE_MPI || strcmp(o->device, "cpu")))
+        return ds_flags_error(&fl, "--op mpi is one MPI_Allreduce of host memory: it takes neither "
+                              "--transport nccl nor --device cuda");
+    const size_t es = ds_dtype_size(o->dt);
+    if (o->min_bytes > o->max_bytes)
+        return ds_flags_error(&fl, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
+    if (o->max_bytes < es)
+        return ds_flags_error(&fl, "-e %zu: smaller than one %s element (%zu bytes)", o->max_bytes,
+                              o->dt == DS_F32 ? "float" : "double", es);
+    if (o->op == OP_MPI && o->max_bytes / es > INT_MAX)
+        return ds_flags_error(&fl, "-e %zu: more than %d elements, the most one MPI_Allreduce "
+                              "call takes", o->max_bytes, INT_MAX);
+    if (o->op == OP_REDUCER && o->bucket_mb * 1048576.0 < (double)es)
+        return ds_flags_error(&fl, "--bucket-mb %g: smaller than one element (%zu bytes)",
+                              o->bucket_mb, es);
+    return 0;
 }
 
 /* ---- errors: every message names the program, the rank and the call ---- */
@@ -136,179 +237,10 @@ static void mpi_check(ds_world *w, int rc, const char *call)
 /* 1 when every rank's ok is 1. */
 static int all_ok(ds_world *w, int ok)
 {
-    int all = 0;
-    mpi_check(w, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, w->comm), "MPI_Allreduce(ok)");
-    return all;
-}
-
-/* ---- options: parsed before MPI starts (the watchdog timeout is one), so
- * their messages wait in g_msg for rank 0 to print them ---- */
-
-static char g_msg[512];
-
-static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void bad(const char *fmt, ...)
-{
-    if (g_msg[0])
-        return;   /* the first problem is the one reported */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-    va_end(ap);
-}
-
-/* Bytes with an optional K, M or G suffix (powers of 1024). */
-static int parse_bytes(const char *opt, const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = (s[0] >= '0' && s[0] <= '9') ? strtoull(s, &end, 10) : 0;
-    if (!(s[0] >= '0' && s[0] <= '9') || errno || end == s) {
-        bad("%s '%s': expected bytes, e.g. 8, 64K, 128M, 1G", opt, s);
-        return 0;
-    }
-    unsigned long long mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1ULL << 10; end++; break;
-    case 'm': case 'M': mul = 1ULL << 20; end++; break;
-    case 'g': case 'G': mul = 1ULL << 30; end++; break;
-    default: break;
-    }
-    if (*end || v == 0 || v > (unsigned long long)SIZE_MAX / mul) {
-        bad("%s '%s': expected a positive number of bytes, e.g. 8, 64K, 128M, 1G", opt, s);
-        return 0;
-    }
-    *out = (size_t)(v * mul);
-    return 1;
-}
-
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        bad("%s '%s': expected an integer in [%ld, %ld]", opt, s, lo, hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* A finite number > 0, or >= 0 when zero_ok. */
-static int parse_double(const char *opt, const char *s, int zero_ok, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0 || (v == 0 && !zero_ok)) {
-        bad("%s '%s': expected a number %s 0", opt, s, zero_ok ? ">=" : ">");
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* 0: run; 1: --help; 2: bad usage (message in g_msg). */
-static int parse_args(int argc, char **argv, bench_opts *o)
-{
-    enum { O_BUCKET = 256, O_OP, O_TIMEOUT, O_TRANSPORT, O_DEVICE };
-    static const struct option lo[] = {
-        {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'},
-        {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"datatype", 1, 0, 'd'},
-        {"bucket-mb", 1, 0, O_BUCKET}, {"op", 1, 0, O_OP}, {"timeout", 1, 0, O_TIMEOUT},
-        {"transport", 1, 0, O_TRANSPORT}, {"device", 1, 0, O_DEVICE},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = (bench_opts){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20,
-                      .warmup = 5, .dt = DS_F32, .bucket_mb = 25, .op = OP_REDUCER,
-                      .transport = DS_REDUCE_MPI, .timeout_s = 300};
-    opterr = 0;   /* reported by rank 0 once MPI is up */
-    int c, ok = 1;
-    while (ok && (c = getopt_long(argc, argv, ":b:e:f:n:w:d:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'b': ok = parse_bytes("-b", optarg, &o->min_bytes); break;
-        case 'e': ok = parse_bytes("-e", optarg, &o->max_bytes); break;
-        case 'f': ok = parse_long("-f", optarg, 2, 1 << 20, &o->factor); break;
-        case 'n': ok = parse_long("-n", optarg, 1, 1 << 24, &o->iters); break;
-        case 'w': ok = parse_long("-w", optarg, 0, 1 << 24, &o->warmup); break;
-        case 'd':
-            if (!strcmp(optarg, "float"))
-                o->dt = DS_F32;
-            else if (!strcmp(optarg, "double"))
-                o->dt = DS_F64;
-            else {
-                bad("-d '%s': expected float or double", optarg);
-                ok = 0;
-            }
-            break;
-        case O_BUCKET: ok = parse_double("--bucket-mb", optarg, 0, &o->bucket_mb); break;
-        case O_TIMEOUT: ok = parse_double("--timeout", optarg, 1, &o->timeout_s); break;
-        case O_OP:
-            if (!strcmp(optarg, "reducer"))
-                o->op = OP_REDUCER;
-            else if (!strcmp(optarg, "mpi"))
-                o->op = OP_MPI;
-            else {
-                bad("--op '%s': expected reducer or mpi", optarg);
-                ok = 0;
-            }
-            break;
-        case O_TRANSPORT:
-            if (!strcmp(optarg, "mpi") || !strcmp(optarg, "nccl")) {
-                ds_reduce_kind_parse(optarg, &o->transport);
-            } else {
-                bad("--transport '%s': expected mpi or nccl", optarg);
-                ok = 0;
-            }
-            break;
-        case O_DEVICE:
-            if (!strcmp(optarg, "cpu") || !strcmp(optarg, "cuda")) {
-                o->device = optarg;
-            } else {
-                bad("--device '%s': expected cpu or cuda", optarg);
-                ok = 0;
-            }
-            break;
-        case 'h': return 1;
-        case ':': bad("%s: needs a value", argv[optind - 1]); ok = 0; break;
-        default: bad("unknown option '%s'", argv[optind - 1]); ok = 0; break;
-        }
-    }
-    if (ok && optind < argc) {
-        bad("unexpected argument '%s'", argv[optind]);
-        ok = 0;
-    }
-    if (!o->device)
-        o->device = o->transport == DS_REDUCE_NCCL ? "cuda" : "cpu";
-    if (ok && o->transport == DS_REDUCE_NCCL && strcmp(o->device, "cuda")) {
-        bad("--transport nccl sums GPU memory: it needs --device cuda, not --device %s", o->device);
-        ok = 0;
-    }
-    if (ok && o->op == OP_MPI && (o->transport != DS_REDUCE_MPI || strcmp(o->device, "cpu"))) {
-        bad("--op mpi is one MPI_Allreduce of host memory: it takes neither --transport nccl "
-            "nor --device cuda");
-        ok = 0;
-    }
-    const size_t es = ds_dtype_size(o->dt);
-    if (ok && o->min_bytes > o->max_bytes) {
-        bad("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
-        ok = 0;
-    }
-    if (ok && o->max_bytes < es) {
-        bad("-e %zu: smaller than one %s element (%zu bytes)", o->max_bytes,
-            o->dt == DS_F32 ? "float" : "double", es);
-        ok = 0;
-    }
-    if (ok && o->op == OP_MPI && o->max_bytes / es > INT_MAX) {
-        bad("-e %zu: more than %d elements, the most one MPI_Allreduce call takes", o->max_bytes,
-            INT_MAX);
-        ok = 0;
-    }
-    if (ok && o->op == OP_REDUCER && o->bucket_mb * 1048576.0 < (double)es) {
-        bad("--bucket-mb %g: smaller than one element (%zu bytes)", o->bucket_mb, es);
-        ok = 0;
-    }
-    return ok ? 0 : 2;
+    int n = ok != 0;
+    if (ds_world_allreduce_sum(w, &n, 1, MPI_INT, "MPI_Allreduce(ok)") != DS_OK)
+        fatal(w, "%s", ds_last_error());
+    return n == w->size;
 }
 
 /* ---- data ---- */
@@ -543,7 +475,7 @@ static int open_mem(ds_world *w, const bench_opts *o, bench_mem *m, size_t max_c
         return 0;
     }
     if (o->transport == DS_REDUCE_NCCL &&   /* NCCL refuses ranks sharing a device */
-        (st = ds_bind_device(w->local_rank, w->local_size, w->binding.visible_devices, 1,
+        (st = ds_device_bind(w->local_rank, w->local_size, w->binding.visible_devices, 1,
                              &w->binding)) != DS_OK) {
         fprintf(stderr, PROG ": rank %d: %s\n", g_rank, ds_last_error());
         return 0;
@@ -580,8 +512,19 @@ static void close_mem(bench_mem *m)
 
 int main(int argc, char **argv)
 {
+    /* MPI first, so that only rank 0 says what is wrong with the options;
+     * ds_world_init below takes the watchdog timeout from them */
+    int provided = 0;
+    if (ds_mpi_check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided),
+                     "MPI_Init_thread") != DS_OK ||
+        ds_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank") != DS_OK) {
+        fprintf(stderr, PROG ": %s\n", ds_last_error());
+        return 1;
+    }
+    ds_flags_quiet(g_rank != 0);
     bench_opts o;
     const int parsed = parse_args(argc, argv, &o);   /* the same on every rank */
+    ds_flags_quiet(0);
 
     /* the device is chosen as dstrain train chooses it, from the GPUs visible */
     const ds_backend *be = parsed == 0 ? ds_backend_get(o.device) : NULL;
@@ -593,16 +536,7 @@ int main(int argc, char **argv)
         ds_world_finalize(&w);
         return 1;
     }
-    g_rank = w.rank;
     if (parsed) {
-        if (g_rank == 0) {
-            if (parsed == 1) {
-                usage(stdout);
-            } else {
-                fprintf(stderr, PROG ": %s\n", g_msg);
-                usage(stderr);
-            }
-        }
         ds_world_finalize(&w);
         return parsed == 1 ? 0 : 2;
     }

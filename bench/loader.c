@@ -40,7 +40,6 @@
  * compares seconds of audio and is the fairer of the two there. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -51,6 +50,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cli_flags.h"
 #include "dataset.h"
 #include "h5lock.h"
 #include "input_spec.h"
@@ -77,37 +77,97 @@ enum { M_UTTS, M_BATCHES, M_FRAMES, M_PADDED, M_DISK_BYTES, M_SECONDS, M_RCHAR, 
 
 static int g_rank = 0;
 
-static void usage(FILE *f)
+/* ---- options (cli_flags.h): parsed by every rank alike, said by rank 0 ---- */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+enum { O_DATA = 256, O_BATCH, O_EPOCHS, O_NORM, O_AUG, O_DEPTH, O_THREADS, O_COLD, O_SEED, O_GPU,
+       O_GPU_S, O_MAKE, O_UTTS };
+
+static const ds_flag loader_flags[] = {
+    DS_FLAG_SECTION("what is read"),
+    DS_FLAG_ARG(O_DATA, "data", "FILE.h5", NULL, "feature file (dstrain prep)"),
+    DS_FLAG_ARG(O_BATCH, "batch", "B", "16", "utterances per rank and batch"),
+    DS_FLAG_ARG(O_EPOCHS, "epochs", "E", "1", "epochs"),
+    DS_FLAG_ARG(O_NORM, "norm", "N", "utterance", "utterance, global or none"),
+    DS_FLAG_SWITCH(O_AUG, "spec-augment", "SpecAugment as `dstrain train --spec-augment`"),
+    DS_FLAG_ARG(O_SEED, "seed", "S", "1", "sampler and augmentation seed"),
+    DS_FLAG_SECTION("the loader"),
+    DS_FLAG_ARG(O_DEPTH, "depth", "D", STR(DS_LOADER_DEFAULT_DEPTH) ", the loader's",
+                "batch buffers per loader, >= 2"),
+    DS_FLAG_ARG(O_THREADS, "threads", "N", STR(DS_LOADER_DEFAULT_THREADS) ", the loader's",
+                "reader threads per loader"),
+    DS_FLAG_SWITCH(O_COLD, "cold",
+                   "evict FILE.h5 from the page cache (posix_fadvise DONTNEED) before each epoch: "
+                   "reads come from the disk"),
+    DS_FLAG_SECTION("the assumed consumer"),
+    DS_FLAG_ARG(O_GPU, "gpu-utt-per-s", "R",
+                "250: ds2 on one H100, an assumption, not a measurement",
+                "ASSUMED consumer rate of one GPU, utterances/s"),
+    DS_FLAG_ARG(O_GPU_S, "gpu-utt-seconds", "S", "12.3, LibriSpeech",
+                "mean utterance duration at that rate"),
+    DS_FLAG_SECTION("instead: a file to run on"),
+    DS_FLAG_ARG(O_MAKE, "make", "OUT.h5", NULL,
+                "write a float16 feature file of 161 features per frame with LibriSpeech's "
+                "utterance lengths (mostly 12-17 s; random values) through dstrain's writer, and "
+                "exit"),
+    DS_FLAG_ARG(O_UTTS, "utterances", "N", "4000", "utterances for --make"),
+    DS_FLAG_END};
+
+static const ds_flag_cmd loader_cmd = {
+    .name = PROG, .program = PROG,
+    .usage = "[mpiexec -np N] " PROG " --data FILE.h5 [options]\n"
+             PROG " --make OUT.h5 [--utterances N] [--seed S]",
+    .about = "Drains the data loader of every rank (no model) and reports its rates.",
+    .flags = loader_flags,
+    .notes = "read/feat: bytes the process read (/proc/self/io rchar: page cache or disk) per byte "
+             "of features delivered; disk/feat: bytes read from the block device (read_bytes), the "
+             "same per byte of features. Both count the loader's whole run after the file was "
+             "opened."};
+
+/* 0: run; 1: --help done; 2: bad usage (said). */
+static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    fprintf(f,
-        "usage: [mpiexec -np N] " PROG " --data FILE.h5 [options]\n"
-        "\n"
-        "Drains the data loader of every rank (no model) and reports its rates.\n"
-        "\n"
-        "  --data FILE.h5          feature file (dstrain prep)\n"
-        "  --batch B               utterances per rank and batch (default 16)\n"
-        "  --epochs E              epochs (default 1)\n"
-        "  --norm N                utterance (default) | global | none\n"
-        "  --spec-augment          SpecAugment as dstrain train --spec-augment\n"
-        "  --depth D               batch buffers per loader, >= 2 (default %d, the loader's)\n"
-        "  --threads N             reader threads per loader (default %d, the loader's)\n"
-        "  --cold                  evict FILE.h5 from the page cache (posix_fadvise DONTNEED) before\n"
-        "                          each epoch: reads come from the disk\n"
-        "  --seed S                sampler and augmentation seed (default 1)\n"
-        "  --gpu-utt-per-s R       ASSUMED consumer rate of one GPU, utterances/s (default 250:\n"
-        "                          ds2 on one H100, an assumption, not a measurement)\n"
-        "  --gpu-utt-seconds S     mean utterance duration at that rate (default 12.3, LibriSpeech)\n"
-        "  --help                  this text\n"
-        "\n"
-        "  --make OUT.h5           instead: write a float16 feature file of 161 features per frame\n"
-        "                          with LibriSpeech's utterance lengths (mostly 12-17 s; random\n"
-        "                          values) through dstrain's writer, and exit\n"
-        "  --utterances N          utterances for --make (default 4000)\n"
-        "\n"
-        "read/feat: bytes the process read (/proc/self/io rchar: page cache or disk) per byte of\n"
-        "features delivered; disk/feat: bytes read from the block device (read_bytes), the same\n"
-        "per byte of features. Both count the loader's whole run after the file was opened.\n",
-        DS_LOADER_DEFAULT_DEPTH, DS_LOADER_DEFAULT_THREADS);
+    static const char *const norms[] = {"utterance", "global", "none", NULL};
+    *o = (bench_opts){.batch = 16, .epochs = 1, .norm = DS_NORM_UTTERANCE, .utterances = 4000,
+                      .norm_name = "utterance", .seed = 1, .gpu_utt_per_s = 250,
+                      .gpu_utt_seconds = 12.3};
+    ds_flags fl;
+    int c, bad = 0, k;
+    long v = 0;
+    if ((c = ds_flags_begin(&fl, &loader_cmd, argc, argv)) != DS_FLAGS_GO)
+        return c == 0 ? 1 : 2;
+    while (!bad && (c = ds_flags_next(&fl)) != -1) {
+        switch (c) {
+        case O_DATA: o->data = optarg; break;
+        case O_BATCH: bad = ds_flags_int(&fl, 1, 1 << 20, &v); o->batch = (int)v; break;
+        case O_EPOCHS: bad = ds_flags_int(&fl, 1, 1 << 20, &v); o->epochs = (int)v; break;
+        case O_DEPTH: bad = ds_flags_int(&fl, 2, 1024, &v); o->depth = (int)v; break;
+        case O_THREADS: bad = ds_flags_int(&fl, 1, 256, &v); o->threads = (int)v; break;
+        case O_COLD: o->cold = 1; break;
+        case O_MAKE: o->make = optarg; break;
+        case O_UTTS: bad = ds_flags_int(&fl, 1, 1L << 30, &o->utterances); break;
+        case O_SEED: bad = ds_flags_int(&fl, 0, LONG_MAX, &v); o->seed = (uint64_t)v; break;
+        case O_AUG: o->spec_augment = 1; break;
+        case O_GPU: bad = ds_flags_num(&fl, 1e-6, 1e9, &o->gpu_utt_per_s); break;
+        case O_GPU_S: bad = ds_flags_num(&fl, 1e-6, 1e9, &o->gpu_utt_seconds); break;
+        case O_NORM:
+            if (!(bad = ds_flags_choice(&fl, norms, &k))) {
+                o->norm_name = norms[k];
+                bad = ds_norm_parse(norms[k], &o->norm) != DS_OK;
+            }
+            break;
+        default: return ds_flags_unhandled(&fl, c);
+        }
+    }
+    if (bad)
+        return 2;
+    if (optind < argc)
+        return ds_flags_error(&fl, "unexpected argument \"%s\"", argv[optind]);
+    if (!o->data && !o->make)
+        return ds_flags_error(&fl, "--data FILE.h5 is required (or --make OUT.h5)");
+    return 0;
 }
 
 /* ---- errors: every message names the program, the rank and the file ---- */
@@ -118,113 +178,28 @@ static void ds_error(const bench_opts *o, const char *call, ds_status st)
             call, ds_status_name(st), ds_last_error());
 }
 
-/* An MPI failure leaves the ranks unable to agree: abort the job. */
-static void mpi_check(int rc, const char *call)
+/* An MPI failure leaves the ranks unable to agree: end the job. */
+static void mpi_failed(ds_world *w) __attribute__((noreturn));
+static void mpi_failed(ds_world *w)
 {
-    if (ds_mpi_check(rc, call) == DS_OK)
-        return;
-    fprintf(stderr, PROG ": rank %d: %s\n", g_rank, ds_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    char why[1100];
+    snprintf(why, sizeof why, PROG ": %s", ds_last_error());
+    ds_world_abort(w, why);
+}
+
+static void mpi_check(ds_world *w, int rc, const char *call)
+{
+    if (ds_mpi_check(rc, call) != DS_OK)
+        mpi_failed(w);
 }
 
 /* 1 when every rank's ok is 1. */
-static int all_ok(int ok)
+static int all_ok(ds_world *w, int ok)
 {
-    int all = 0;
-    mpi_check(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
-    return all;
-}
-
-/* ---- options ---- */
-
-static int parse_long(const char *name, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        if (g_rank == 0)
-            fprintf(stderr, PROG ": --%s '%s': expected an integer in [%ld, %ld]\n", name, s, lo, hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-static int parse_pos_double(const char *name, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v > 0) || !isfinite(v)) {
-        if (g_rank == 0)
-            fprintf(stderr, PROG ": --%s '%s': expected a positive number\n", name, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* 0: run; 1: --help done; 2: bad usage. */
-static int parse_args(int argc, char **argv, bench_opts *o)
-{
-    enum { O_DATA = 1, O_BATCH, O_EPOCHS, O_NORM, O_AUG, O_DEPTH, O_SEED, O_GPU, O_GPU_S, O_HELP,
-           O_THREADS, O_COLD, O_MAKE, O_UTTS };
-    static const struct option lo[] = {
-        {"data", 1, 0, O_DATA}, {"batch", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
-        {"norm", 1, 0, O_NORM}, {"spec-augment", 0, 0, O_AUG}, {"depth", 1, 0, O_DEPTH},
-        {"seed", 1, 0, O_SEED}, {"gpu-utt-per-s", 1, 0, O_GPU}, {"gpu-utt-seconds", 1, 0, O_GPU_S},
-        {"help", 0, 0, O_HELP}, {"threads", 1, 0, O_THREADS}, {"cold", 0, 0, O_COLD},
-        {"make", 1, 0, O_MAKE}, {"utterances", 1, 0, O_UTTS}, {0, 0, 0, 0}};
-    *o = (bench_opts){.batch = 16, .epochs = 1, .norm = DS_NORM_UTTERANCE, .utterances = 4000,
-                      .norm_name = "utterance", .seed = 1, .gpu_utt_per_s = 250,
-                      .gpu_utt_seconds = 12.3};
-    opterr = g_rank == 0;
-    int c, ok = 1;
-    long v;
-    while (ok && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (c) {
-        case O_DATA: o->data = optarg; break;
-        case O_BATCH: ok = parse_long("batch", optarg, 1, 1 << 20, &v); o->batch = (int)v; break;
-        case O_EPOCHS: ok = parse_long("epochs", optarg, 1, 1 << 20, &v); o->epochs = (int)v; break;
-        case O_DEPTH: ok = parse_long("depth", optarg, 2, 1024, &v); o->depth = (int)v; break;
-        case O_THREADS: ok = parse_long("threads", optarg, 1, 256, &v); o->threads = (int)v; break;
-        case O_COLD: o->cold = 1; break;
-        case O_MAKE: o->make = optarg; break;
-        case O_UTTS: ok = parse_long("utterances", optarg, 1, 1L << 30, &v); o->utterances = v; break;
-        case O_SEED: ok = parse_long("seed", optarg, 0, LONG_MAX, &v); o->seed = (uint64_t)v; break;
-        case O_AUG: o->spec_augment = 1; break;
-        case O_GPU: ok = parse_pos_double("gpu-utt-per-s", optarg, &o->gpu_utt_per_s); break;
-        case O_GPU_S: ok = parse_pos_double("gpu-utt-seconds", optarg, &o->gpu_utt_seconds); break;
-        case O_NORM:
-            o->norm_name = optarg;
-            if (ds_norm_parse(optarg, &o->norm) != DS_OK) {
-                if (g_rank == 0)
-                    fprintf(stderr, PROG ": --norm: %s\n", ds_last_error());
-                ok = 0;
-            }
-            break;
-        case O_HELP:
-            if (g_rank == 0)
-                usage(stdout);
-            return 1;
-        default: ok = 0; break;
-        }
-    }
-    if (ok && optind < argc) {
-        if (g_rank == 0)
-            fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-        ok = 0;
-    }
-    if (ok && !o->data && !o->make) {
-        if (g_rank == 0)
-            fprintf(stderr, PROG ": --data FILE.h5 is required\n");
-        ok = 0;
-    }
-    if (!ok && g_rank == 0)
-        usage(stderr);
-    return ok ? 0 : 2;
+    int n = ok != 0;
+    if (ds_world_allreduce_sum(w, &n, 1, MPI_INT, "MPI_Allreduce(ok)") != DS_OK)
+        mpi_failed(w);
+    return n == w->size;
 }
 
 /* ---- a LibriSpeech-length file (--make) ---- */
@@ -549,25 +524,28 @@ static void report(const bench_opts *o, const bench_data *b, int ranks, const do
 
 int main(int argc, char **argv)
 {
-    int provided = 0, ranks = 1;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, PROG ": MPI_Init_thread failed\n");
+    ds_world w;   /* no GPU, no watchdog: the loader's waits are its own */
+    ds_status st = ds_world_init(&w, 0, 0);
+    if (st != DS_OK) {
+        fprintf(stderr, PROG ": ds_world_init failed: %s: %s\n", ds_status_name(st),
+                ds_last_error());
+        ds_world_finalize(&w);
         return 1;
     }
-    /* errors come back as codes, checked by mpi_check */
-    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank");
-    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
+    g_rank = w.rank;
+    const int ranks = w.size;
 
     bench_opts o;
+    ds_flags_quiet(g_rank != 0);
     int rc = parse_args(argc, argv, &o);   /* the same on every rank */
+    ds_flags_quiet(0);
     if (rc) {
-        mpi_check(MPI_Finalize(), "MPI_Finalize");
+        ds_world_finalize(&w);
         return rc == 1 ? 0 : 2;
     }
     if (o.make) {   /* rank 0 writes; the others wait */
-        int made = all_ok(g_rank != 0 || make_file(&o));
-        mpi_check(MPI_Finalize(), "MPI_Finalize");
+        int made = all_ok(&w, g_rank != 0 || make_file(&o));
+        ds_world_finalize(&w);
         return made ? 0 : 1;
     }
 
@@ -578,15 +556,15 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": rank 0: %s: out of memory for %d ranks' results\n", o.data, ranks);
         ok = 0;
     }
-    if (all_ok(ok)) {
-        mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");   /* start together */
+    if (all_ok(&w, ok)) {
+        mpi_check(&w, MPI_Barrier(w.comm), "MPI_Barrier");   /* start together */
         ok = drain(&o, &b, g_rank, m);
-        if (all_ok(ok)) {
-            mpi_check(MPI_Gather(m, M_COUNT, MPI_DOUBLE, all, M_COUNT, MPI_DOUBLE, 0, MPI_COMM_WORLD),
+        if (all_ok(&w, ok)) {
+            mpi_check(&w, MPI_Gather(m, M_COUNT, MPI_DOUBLE, all, M_COUNT, MPI_DOUBLE, 0, w.comm),
                       "MPI_Gather");
-            mpi_check(MPI_Reduce(m, sum, M_COUNT, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
+            mpi_check(&w, MPI_Reduce(m, sum, M_COUNT, MPI_DOUBLE, MPI_SUM, 0, w.comm),
                       "MPI_Reduce(sum)");
-            mpi_check(MPI_Reduce(&m[M_SECONDS], &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+            mpi_check(&w, MPI_Reduce(&m[M_SECONDS], &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, w.comm),
                       "MPI_Reduce(max)");
             if (g_rank == 0)
                 report(&o, &b, ranks, all, sum, slowest);
@@ -605,6 +583,6 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": rank %d: writing the report: %s\n", g_rank, strerror(errno));
         ok = 0;
     }
-    mpi_check(MPI_Finalize(), "MPI_Finalize");
+    ds_world_finalize(&w);
     return ok ? 0 : 1;
 }

@@ -1,4 +1,5 @@
-/* gpu_peak.c - see gpu_peak.h.
+/* gpu_peak.c - a GPU's dense peak rate from its architecture, SM count and
+ * clock; see gpu_peak.h.
  *
  * Peak = SMs x clock x dense FLOP per clock per SM (an FMA counts 2). The
  * per-SM rates are NVIDIA's architecture whitepapers' and check against the

@@ -1,4 +1,5 @@
-/* reduce_split.c - see reduce_split.h. */
+/* reduce_split.c - how the CUDA reductions split each group's elements over
+ * blocks; see reduce_split.h. */
 #include "reduce_split.h"
 
 ds_reduce_split ds_reduce_split_of(long groups, long elems, int sms, long capacity, long slots,

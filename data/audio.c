@@ -1,4 +1,4 @@
-/* audio.c - see audio.h. */
+/* audio.c - audio files read with libsndfile; see audio.h. */
 #include "audio.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* audio_features.c - see audio_features.h. All arithmetic is in double; only the
+/* audio_features.c - audio to feature frames with FFTW; see audio_features.h.
+ * All arithmetic is in double; only the
  * output is float. */
 #include "audio_features.h"
 

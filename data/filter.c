@@ -1,4 +1,5 @@
-/* filter.c - see filter.h. */
+/* filter.c - which utterances of a feature file a model can train on; see
+ * filter.h. */
 #include "filter.h"
 
 #include <stdlib.h>
@@ -6,7 +7,7 @@
 
 #include "model.h"
 
-int ds_ctc_min_frames(const uint8_t *labels, int n)
+int ds_filter_ctc_min_frames(const uint8_t *labels, int n)
 {
     int need = n;
     for (int i = 1; i < n; i++)
@@ -14,7 +15,7 @@ int ds_ctc_min_frames(const uint8_t *labels, int n)
     return need;
 }
 
-ds_status ds_dataset_filter(const ds_dataset *d, const ds_model_cfg *cfg, double min_s,
+ds_status ds_filter_dataset(const ds_dataset *d, const ds_model_cfg *cfg, double min_s,
                             double max_s, long **keep, long *n_keep, ds_filter_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -34,7 +35,8 @@ ds_status ds_dataset_filter(const ds_dataset *d, const ds_model_cfg *cfg, double
             continue;
         }
         const uint8_t *lab = d->labels + d->label_offset[i];
-        if (ds_config_out_frames(cfg, d->frames[i]) < ds_ctc_min_frames(lab, d->label_length[i])) {
+        if (ds_model_config_out_frames(cfg, d->frames[i]) <
+            ds_filter_ctc_min_frames(lab, d->label_length[i])) {
             st->ctc_impossible++;
             continue;
         }

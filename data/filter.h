@@ -13,12 +13,12 @@ typedef struct {
 } ds_filter_stats;
 
 /* Minimum output frames CTC needs for labels [n]: n plus adjacent repeats. */
-int ds_ctc_min_frames(const uint8_t *labels, int n);
+int ds_filter_ctc_min_frames(const uint8_t *labels, int n);
 
 /* Indices of d's utterances that last between min_s and max_s seconds
  * (max_s <= 0: no limit) and whose frames after cfg's conv stack can carry
  * their labels: malloc'd *keep [*n_keep]. */
-ds_status ds_dataset_filter(const ds_dataset *d, const ds_model_cfg *cfg, double min_s,
+ds_status ds_filter_dataset(const ds_dataset *d, const ds_model_cfg *cfg, double min_s,
                             double max_s, long **keep, long *n_keep, ds_filter_stats *st);
 
 #endif

@@ -1,4 +1,5 @@
-/* loader.c - see loader.h.
+/* loader.c - batches for one rank, read and padded by reader threads; see
+ * loader.h.
  *
  * cfg.threads reader threads fill a ring of `depth` batch buffers; the
  * caller consumes them in epoch order. Batches are numbered by sequence:
@@ -156,7 +157,7 @@ static void normalize_global(float *x, int frames, int dim, const float *mean, c
     }
 }
 
-void ds_normalize(float *x, int frames, int dim, ds_norm norm, const float *mean, const float *std)
+void ds_loader_normalize(float *x, int frames, int dim, ds_norm norm, const float *mean, const float *std)
 {
     if (norm == DS_NORM_UTTERANCE)
         normalize_utterance(x, (size_t)frames * dim);
@@ -276,7 +277,7 @@ static ds_status fill_batch(ds_reader *rd, long k, int n, ds_batch *b)
         float *x = b->features + (size_t)j * t_max * f;   /* [t_max][f] */
         DS_TRY(ds_dataset_widen(d, i, (const char *)rd->raw + rd->row[j] * f * esize, x));
         memset(x + (size_t)len * f, 0, (size_t)(t_max - len) * f * sizeof *x);
-        ds_normalize(x, len, f, l->cfg.norm, d->mean, d->std);
+        ds_loader_normalize(x, len, f, l->cfg.norm, d->mean, d->std);
         spec_augment(&l->cfg.aug, &r, x, len, f);
         b->lengths[j] = len;
         copy_labels(d, i, b, j, &off);

@@ -83,6 +83,6 @@ void ds_loader_stop(ds_loader *l);
  * mean and unbiased std (torch's Tensor.std()) from float sums of 16 lanes
  * over blocks of 256 values, the blocks added in double, two passes; the
  * scaling in float. */
-void ds_normalize(float *x, int frames, int dim, ds_norm norm, const float *mean, const float *std);
+void ds_loader_normalize(float *x, int frames, int dim, ds_norm norm, const float *mean, const float *std);
 
 #endif

@@ -31,7 +31,7 @@ void ds_prep_list_free(ds_prep_list *l);
 typedef struct {
     ds_feature_cfg feat;
     ds_dtype dtype;             /* DS_F16 or DS_F32 on disk */
-    ds_unknown_policy on_unknown;
+    ds_transcript_policy on_unknown;
     int threads;
     int progress;               /* 1: progress bar, 0: plain lines, -1: quiet */
     double max_duration_s;      /* longer audio is refused (0: no limit) */
@@ -43,7 +43,7 @@ typedef struct {
     long bad_text;              /* empty after normalisation, or skipped for unknown characters */
     long non_finite;            /* NaN or Inf in the features */
     double seconds;             /* audio written */
-    ds_unknown_stats unknown;
+    ds_transcript_stats unknown;
 } ds_prep_stats;
 
 /* Items [begin, end) of l into the feature file out. */

@@ -36,7 +36,7 @@ typedef struct {
     int index, stride;           /* this worker takes items index, index+stride, ... */
     const ds_prep_opts *o;
     ds_featurizer *fz;
-    ds_unknown_stats unknown;
+    ds_transcript_stats unknown;
 } worker;
 
 static void fail_with(result *r, outcome what)
@@ -57,7 +57,7 @@ static void labels_of(result *r)
         snprintf(r->msg, sizeof r->msg, "out of memory for labels");
         return;
     }
-    r->n_labels = ds_text_to_labels(r->text, tmp, n);
+    r->n_labels = ds_alphabet_text_to_labels(r->text, tmp, n);
     for (int i = 0; i < r->n_labels; i++)
         r->labels[i] = (uint8_t)tmp[i];
     free(tmp);
@@ -213,7 +213,7 @@ ds_status ds_prep_run(const ds_prep_list *l, long begin, long end, const char *o
         progress(o, at + n - begin, end - begin, st->seconds, t0);
     }
     for (int t = 0; t < threads; t++) {
-        ds_unknown_merge(&st->unknown, &ws[t].unknown);
+        ds_transcript_stats_merge(&st->unknown, &ws[t].unknown);
         if (ws[t].fz)
             ds_featurizer_destroy(ws[t].fz);
     }

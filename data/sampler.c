@@ -1,4 +1,5 @@
-/* sampler.c - see sampler.h. */
+/* sampler.c - the order of utterances in global batches, the same on every
+ * rank; see sampler.h. */
 #include "sampler.h"
 
 #include <pthread.h>

@@ -1,4 +1,5 @@
-/* synthetic.c - see synthetic.h. */
+/* synthetic.c - speech-shaped random batches for tests, benchmarks and the
+ * demo; see synthetic.h. */
 #include "synthetic.h"
 
 #include <math.h>

@@ -1,4 +1,5 @@
-/* transcript.c - see transcript.h. */
+/* transcript.c - transcripts normalised to the 29-symbol alphabet; see
+ * transcript.h. */
 #include "transcript.h"
 
 #include <stdint.h>
@@ -9,16 +10,16 @@
 
 static const char *const policy_names[] = {"drop-char", "skip-utterance", "error"};
 
-const char *ds_unknown_policy_name(ds_unknown_policy p)
+const char *ds_transcript_policy_name(ds_transcript_policy p)
 {
     return (unsigned)p < sizeof policy_names / sizeof policy_names[0] ? policy_names[p] : "unknown";
 }
 
-ds_status ds_unknown_policy_parse(const char *s, ds_unknown_policy *out)
+ds_status ds_transcript_policy_parse(const char *s, ds_transcript_policy *out)
 {
     for (int i = 0; s && i < (int)(sizeof policy_names / sizeof policy_names[0]); i++) {
         if (strcmp(s, policy_names[i]) == 0) {
-            *out = (ds_unknown_policy)i;
+            *out = (ds_transcript_policy)i;
             return DS_OK;
         }
     }
@@ -76,10 +77,10 @@ static char symbol_of(const unsigned char *s, int len, uint32_t cp)
     return id > DS_BLANK ? ds_alphabet[id] : 0;
 }
 
-ds_status ds_transcript_normalize(char *text, ds_unknown_policy policy, const char *source,
-                                  ds_unknown_stats *st, int *skip)
+ds_status ds_transcript_normalize(char *text, ds_transcript_policy policy, const char *source,
+                                  ds_transcript_stats *st, int *skip)
 {
-    ds_unknown_stats local;
+    ds_transcript_stats local;
     if (!st) {
         memset(&local, 0, sizeof local);
         st = &local;
@@ -123,7 +124,7 @@ ds_status ds_transcript_normalize(char *text, ds_unknown_policy policy, const ch
     return DS_OK;
 }
 
-void ds_unknown_report(const ds_unknown_stats *st, void *file)
+void ds_transcript_stats_report(const ds_transcript_stats *st, void *file)
 {
     FILE *f = file;
     long total = 0;
@@ -147,7 +148,7 @@ void ds_unknown_report(const ds_unknown_stats *st, void *file)
             st->skipped_utterances);
 }
 
-void ds_unknown_merge(ds_unknown_stats *into, const ds_unknown_stats *from)
+void ds_transcript_stats_merge(ds_transcript_stats *into, const ds_transcript_stats *from)
 {
     for (int b = 0; b < 256; b++)
         into->count[b] += from->count[b];

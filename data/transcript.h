@@ -4,10 +4,10 @@
 
 #include "status.h"
 
-typedef enum { DS_UNKNOWN_DROP_CHAR, DS_UNKNOWN_SKIP_UTTERANCE, DS_UNKNOWN_ERROR } ds_unknown_policy;
+typedef enum { DS_UNKNOWN_DROP_CHAR, DS_UNKNOWN_SKIP_UTTERANCE, DS_UNKNOWN_ERROR } ds_transcript_policy;
 
-ds_status ds_unknown_policy_parse(const char *s, ds_unknown_policy *out);   /* drop-char|skip-utterance|error */
-const char *ds_unknown_policy_name(ds_unknown_policy p);
+ds_status ds_transcript_policy_parse(const char *s, ds_transcript_policy *out);   /* drop-char|skip-utterance|error */
+const char *ds_transcript_policy_name(ds_transcript_policy p);
 
 /* Characters outside the alphabet seen so far. count[b] counts characters
  * by their first byte: an ASCII character under itself, a multibyte UTF-8
@@ -16,7 +16,7 @@ const char *ds_unknown_policy_name(ds_unknown_policy p);
 typedef struct {
     long count[256];
     long dropped_chars, skipped_utterances;
-} ds_unknown_stats;
+} ds_transcript_stats;
 
 /* Normalises the NUL-terminated text in place: a-z to upper case, ASCII
  * whitespace (tab, newline, CR, ...) to space, runs of spaces collapsed,
@@ -31,13 +31,13 @@ typedef struct {
  *                   "file:line", may be NULL) and the character; text is
  *                   then left partly normalised.
  * *skip is 0 otherwise. The result may be empty (e.g. "123" under drop-char). */
-ds_status ds_transcript_normalize(char *text, ds_unknown_policy policy, const char *source,
-                                  ds_unknown_stats *st, int *skip);
+ds_status ds_transcript_normalize(char *text, ds_transcript_policy policy, const char *source,
+                                  ds_transcript_stats *st, int *skip);
 /* Prints the unknown characters with their counts ('c' when printable ASCII,
  * \xNN otherwise) and the totals of dropped characters and skipped
  * utterances to file (a FILE*, e.g. stderr). Prints nothing when no unknown
  * character was seen. */
-void ds_unknown_report(const ds_unknown_stats *st, void *file /* FILE* */);
-void ds_unknown_merge(ds_unknown_stats *into, const ds_unknown_stats *from);
+void ds_transcript_stats_report(const ds_transcript_stats *st, void *file /* FILE* */);
+void ds_transcript_stats_merge(ds_transcript_stats *into, const ds_transcript_stats *from);
 
 #endif

@@ -1,4 +1,5 @@
-/* device_binding.c - see device_binding.h. */
+/* device_binding.c - which GPU a rank uses, from its place on its node; see
+ * device_binding.h. */
 #include "device_binding.h"
 
 #include <stdarg.h>
@@ -69,7 +70,7 @@ static ds_status check_args(int local_rank, int local_size, int visible_devices,
     return DS_OK;
 }
 
-ds_status ds_bind_device(int local_rank, int local_size, int visible_devices, int nccl,
+ds_status ds_device_bind(int local_rank, int local_size, int visible_devices, int nccl,
                          ds_binding *out)
 {
     DS_TRY(check_args(local_rank, local_size, visible_devices, out));

@@ -28,7 +28,7 @@ typedef struct {
 /* *out = the binding of local rank local_rank of local_size on its node,
  * which sees visible_devices GPUs; nccl: the gradients go through NCCL.
  * DS_ERR_ARG for impossible arguments and for NCCL with shared devices. */
-ds_status ds_bind_device(int local_rank, int local_size, int visible_devices, int nccl,
+ds_status ds_device_bind(int local_rank, int local_size, int visible_devices, int nccl,
                          ds_binding *out);
 
 #endif

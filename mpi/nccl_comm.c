@@ -1,4 +1,5 @@
-/* nccl_comm.c - see nccl_comm.h. */
+/* nccl_comm.c - an NCCL communicator over a world's ranks, and its way out;
+ * see nccl_comm.h. */
 #include "nccl_comm.h"
 
 #include <cuda_runtime.h>

@@ -1,4 +1,5 @@
-/* op_watch.c - see op_watch.h: a ring of event pairs and one polling thread. */
+/* op_watch.c - a deadline for queued operations (NCCL collectives); see
+ * op_watch.h: a ring of event pairs and one polling thread. */
 #include "op_watch.h"
 
 #include <errno.h>

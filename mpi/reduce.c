@@ -1,4 +1,5 @@
-/* reduce.c - see reduce.h: bucket bookkeeping and events; the transport
+/* reduce.c - gradient reduction across ranks, overlapped with backward; see
+ * reduce.h: bucket bookkeeping and events; the transport
  * moves the data. */
 #include "reduce.h"
 

@@ -1,4 +1,5 @@
-/* world.c - see world.h. The watchdog is a thread that wakes twice a second
+/* world.c - the ranks of a job: MPI set-up, local rank, watchdog; see world.h.
+ * The watchdog is a thread that wakes twice a second
  * and aborts the job when the main thread or the communication thread has
  * been waiting on other ranks longer than the timeout: a dead or hung rank
  * ends the job with a message instead of a hang.
@@ -266,7 +267,7 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     MPI_Comm_rank(local, &w->local_rank);
     MPI_Comm_size(local, &w->local_size);
     MPI_Comm_free(&local);
-    DS_TRY(ds_bind_device(w->local_rank, w->local_size, visible_gpus, 0, &w->binding));
+    DS_TRY(ds_device_bind(w->local_rank, w->local_size, visible_gpus, 0, &w->binding));
     w->device = w->binding.device;
     if (w->binding.warning[0] && w->local_rank == 0)   /* it describes the node: once per node */
         fprintf(stderr, "dstrain: rank %d: warning: %s\n", w->rank, w->binding.warning);

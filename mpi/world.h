@@ -13,14 +13,14 @@ typedef struct {
     int local_rank, local_size;   /* on this node (MPI_Comm_split_type SHARED) */
     int device;                   /* GPU to use (binding.device); -1: none visible */
     ds_binding binding;           /* how device was chosen, for the MPI transport; the
-                                   * NCCL set-up re-checks with ds_bind_device(nccl = 1) */
+                                   * NCCL set-up re-checks with ds_device_bind(nccl = 1) */
     MPI_Comm comm;                /* main-thread collectives (BatchNorm moments, metrics) */
     MPI_Comm grad_comm;           /* the gradient reduction thread's collectives */
     double timeout_s;             /* watchdog: longest wait on other ranks, <= 0: none */
 } ds_world;
 
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE), ranks, the device for visible_gpus
- * GPUs (ds_bind_device; local rank 0 of each node prints its warning once),
+ * GPUs (ds_device_bind; local rank 0 of each node prints its warning once),
  * and the watchdog thread. Sets the print rank. */
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s);
 /* Frees the communicators, stops the watchdog, MPI_Finalize. Safe twice. */

@@ -1,4 +1,5 @@
-/* alphabet.c - see alphabet.h. */
+/* alphabet.c - the 29-symbol character set, labels to text and back; see
+ * alphabet.h. */
 #include "alphabet.h"
 
 const char ds_alphabet[DS_ALPHABET_SIZE + 1] = "_'ABCDEFGHIJKLMNOPQRSTUVWXYZ ";
@@ -17,14 +18,14 @@ int ds_alphabet_index(char ch)
     }
 }
 
-void ds_labels_to_text(const int *labels, int n, char *out)
+void ds_alphabet_labels_to_text(const int *labels, int n, char *out)
 {
     for (int k = 0; k < n; k++)
         out[k] = labels[k] >= 0 && labels[k] < DS_ALPHABET_SIZE ? ds_alphabet[labels[k]] : '?';
     out[n > 0 ? n : 0] = '\0';
 }
 
-int ds_text_to_labels(const char *text, int *out, int cap)
+int ds_alphabet_text_to_labels(const char *text, int *out, int cap)
 {
     int n = 0;
     for (; text[n]; n++) {

@@ -17,10 +17,10 @@ int ds_alphabet_index(char ch);
 
 /* Writes the symbols of labels [n] into out [n+1], NUL-terminated. Indices
  * outside the alphabet are written as '?'. */
-void ds_labels_to_text(const int *labels, int n, char *out);
+void ds_alphabet_labels_to_text(const int *labels, int n, char *out);
 
 /* Converts text to indices in out [cap]; returns the count, or -1 when a
  * character is not in the alphabet or the text holds more than cap. */
-int ds_text_to_labels(const char *text, int *out, int cap);
+int ds_alphabet_text_to_labels(const char *text, int *out, int cap);
 
 #endif

@@ -1,4 +1,5 @@
-/* checkpoint.c - see checkpoint.h. */
+/* checkpoint.c - checkpoints in HDF5: save, list, load and prune; see
+ * checkpoint.h. */
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -163,7 +164,7 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     return st;
 }
 
-ds_status ds_check_state_values(const char *what, const double *v, size_t n, int variance)
+ds_status ds_checkpoint_check_state_values(const char *what, const double *v, size_t n, int variance)
 {
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(v[i]))
@@ -180,7 +181,7 @@ static ds_status check_values(const char *path, const char *name, const double *
 {
     char what[1300];
     snprintf(what, sizeof what, "%s: dataset %s", path, name);
-    return ds_check_state_values(what, v, n, variance);
+    return ds_checkpoint_check_state_values(what, v, n, variance);
 }
 
 /* host [packed] from group/<name> for every tensor of the table, each

@@ -84,7 +84,7 @@ ds_status ds_checkpoint_check_optim(const char *path, ds_model *m, int *slots);
  * state: every value finite, and a running variance (variance 1) positive,
  * as BatchNorm divides by its square root. For every loaded tensor: from a
  * checkpoint, or imported. */
-ds_status ds_check_state_values(const char *what, const double *v, size_t n, int variance);
+ds_status ds_checkpoint_check_state_values(const char *what, const double *v, size_t n, int variance);
 
 /* The steps of the step-NNNNNNNN.h5 files in dir, newest first: *steps
  * [*count] (free it). */

@@ -11,7 +11,7 @@
 
 extern const struct { const char *name; const char *json; } ds_preset_table[];
 
-const char *ds_cell_name(ds_cell c)
+const char *ds_config_cell_name(ds_cell c)
 {
     switch (c) {
     case DS_CELL_LSTM: return "lstm";
@@ -98,7 +98,7 @@ static ds_status parse_rnn(const cJSON *r, const char *src, ds_model_cfg *c)
     static const ds_cell cells[] = {DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU};
     int found = 0;
     for (size_t i = 0; i < sizeof cells / sizeof cells[0] && !found; i++)
-        if (!strcmp(t, ds_cell_name(cells[i]))) {
+        if (!strcmp(t, ds_config_cell_name(cells[i]))) {
             c->cell = cells[i];
             found = 1;
         }
@@ -241,7 +241,7 @@ ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
     }
     PUT("],\"rnn\":{\"type\":\"%s\",\"hidden\":%d,\"layers\":%d,\"bidirectional\":%s,"
         "\"lookahead\":%d},\"fc_hidden\":[",
-        ds_cell_name(c->cell), c->hidden, c->rnn_layers, c->bidirectional ? "true" : "false",
+        ds_config_cell_name(c->cell), c->hidden, c->rnn_layers, c->bidirectional ? "true" : "false",
         c->lookahead);
     for (int i = 0; i < c->n_fc; i++)
         PUT("%s%d", i ? "," : "", c->fc_hidden[i]);

@@ -45,6 +45,6 @@ const char *ds_config_preset_name(int i);
 /* Writes cfg as JSON into buf [cap]; returns DS_ERR_ARG if it does not fit. */
 ds_status ds_config_to_json(const ds_model_cfg *cfg, char *buf, size_t cap);
 
-const char *ds_cell_name(ds_cell c);
+const char *ds_config_cell_name(ds_cell c);
 
 #endif

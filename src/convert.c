@@ -1,4 +1,5 @@
-/* convert.c - see convert.h. Every element goes through double, which holds
+/* convert.c - host-side element type conversion; see convert.h.
+ * Every element goes through double, which holds
  * each value of every supported type exactly, and is rounded once when it is
  * stored: to F16/BF16 by the direct double paths of half.h (never through
  * float, which could round twice). F32 <-> F16/BF16, the feature and

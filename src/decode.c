@@ -1,4 +1,5 @@
-/* decode.c - see decode.h. */
+/* decode.c - greedy CTC decoding and the edit distances of WER and CER; see
+ * decode.h. */
 #include "decode.h"
 
 #include <stdlib.h>
@@ -14,7 +15,7 @@ static int emit(int best, int blank, int *prev, int *out, int n)
     return n;
 }
 
-int ds_ctc_greedy(const double *scores, int t, long stride, int c, int blank, int *out)
+int ds_decode_greedy(const double *scores, int t, long stride, int c, int blank, int *out)
 {
     int n = 0, prev = -1;
     for (int s = 0; s < t; s++) {
@@ -28,7 +29,7 @@ int ds_ctc_greedy(const double *scores, int t, long stride, int c, int blank, in
     return n;
 }
 
-int ds_ctc_collapse(const int *best, int t, long stride, int blank, int *out)
+int ds_decode_collapse(const int *best, int t, long stride, int blank, int *out)
 {
     int n = 0, prev = -1;
     for (int s = 0; s < t; s++)
@@ -114,12 +115,12 @@ static int edits(const char *ref, const char *hyp, int by_word, int *ref_count)
     return d;
 }
 
-int ds_word_edits(const char *ref, const char *hyp, int *ref_words)
+int ds_decode_word_edits(const char *ref, const char *hyp, int *ref_words)
 {
     return edits(ref, hyp, 1, ref_words);
 }
 
-int ds_char_edits(const char *ref, const char *hyp, int *ref_chars)
+int ds_decode_char_edits(const char *ref, const char *hyp, int *ref_chars)
 {
     return edits(ref, hyp, 0, ref_chars);
 }

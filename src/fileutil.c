@@ -1,4 +1,4 @@
-/* fileutil.c - see fileutil.h. */
+/* fileutil.c - durable file replacement and whole-file reads; see fileutil.h. */
 #include "fileutil.h"
 
 #include <ctype.h>

@@ -1,4 +1,6 @@
-/* h5io.c - see h5io.h. HDF5's own error stack printing is turned off; every
+/* h5io.c - checked HDF5 helpers: whole datasets in and out by path; see
+ * h5io.h.
+ * HDF5's own error stack printing is turned off; every
  * failure is reported through ds_fail with the file and object names. */
 #include "h5io.h"
 
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "fault_seam.h"
 #include "fileutil.h"
 
 static hid_t mem_type(ds_dtype t)

@@ -37,9 +37,6 @@ typedef struct {
 ds_status ds_h5_create_mem(const char *name, ds_h5_membuf *mb, hid_t *out);
 ds_status ds_h5_save_mem(hid_t file, ds_h5_membuf *mb, const char *path);
 void ds_h5_membuf_free(ds_h5_membuf *mb);
-/* For the fault tests only: the next file write stops the process with
- * SIGKILL once bytes (> 0) of it are written; 0: off. */
-void ds_h5_fault_kill_after(size_t bytes);
 
 /* Writes data [dims...] of element type t as dataset name. */
 ds_status ds_h5_write(hid_t loc, const char *name, ds_dtype t, int rank,

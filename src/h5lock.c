@@ -1,4 +1,4 @@
-/* h5lock.c - see h5lock.h. */
+/* h5lock.c - HDF5 from more than one thread: one lock; see h5lock.h. */
 #include "h5lock.h"
 
 #include <hdf5.h>

@@ -1,4 +1,4 @@
-/* h5seal.c - see h5seal.h. */
+/* h5seal.c - a checksum over an HDF5 object's attributes; see h5seal.h. */
 #include "h5seal.h"
 
 #include <stdint.h>

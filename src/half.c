@@ -1,4 +1,5 @@
-/* half.c - see half.h. HDF5 1.10's own binary16 conversion is not used: it
+/* half.c - binary16 and bfloat16 to and from float and double; see half.h.
+ * HDF5 1.10's own binary16 conversion is not used: it
  * loses the carry when rounding overflows the mantissa (7.9999 -> 4.0; h5py
  * issue #819) and it runs at ~120 ns a value. The float paths below are bit
  * tricks on the float's pattern; the double paths share one integer rounding

@@ -1,4 +1,5 @@
-/* input_spec.c - see input_spec.h. */
+/* input_spec.c - how a model's inputs are made: features and normalisation;
+ * see input_spec.h. */
 #include "input_spec.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* log.c - see log.h. */
+/* log.c - the JSON metrics log and rank 0's console output; see log.h. */
 #include "log.h"
 
 #include <errno.h>

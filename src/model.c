@@ -191,7 +191,7 @@ static ds_status place_tensors(ds_model *m)
     return DS_OK;
 }
 
-size_t ds_config_param_count(const ds_model_cfg *cfg)
+size_t ds_model_config_param_count(const ds_model_cfg *cfg)
 {
     ds_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -202,7 +202,7 @@ size_t ds_config_param_count(const ds_model_cfg *cfg)
     return n;
 }
 
-int ds_config_out_frames(const ds_model_cfg *cfg, int t)
+int ds_model_config_out_frames(const ds_model_cfg *cfg, int t)
 {
     for (int i = 0; i < cfg->n_conv && t > 0; i++)
         t = ds_window_out(t, cfg->conv[i].kernel_time, cfg->conv[i].stride_time, cfg->conv[i].pad_time);
@@ -308,7 +308,7 @@ static ds_status check_limits(const ds_model_cfg *cfg, const ds_model_limits *li
     if (lim->batch < 1 || lim->frames < 1 || lim->label_len < 0)
         return DS_FAIL(DS_ERR_ARG, "model limits: batch %d, frames %d, labels %d must be positive",
                        lim->batch, lim->frames, lim->label_len);
-    if (ds_config_out_frames(cfg, lim->frames) < 1)
+    if (ds_model_config_out_frames(cfg, lim->frames) < 1)
         return DS_FAIL(DS_ERR_ARG, "%s: %d input frames leave no output frames", cfg->name,
                        lim->frames);
     return DS_OK;

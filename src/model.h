@@ -116,13 +116,6 @@ void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h);
  * multiplied by scale [1] (scalar role, backend memory, read when the loss
  * runs: the optimizer's verdicts change it). NULL: 1. */
 void ds_model_set_loss_scale(ds_model *m, const void *scale);
-/* Fault tests: makes the logits gradient of the last loss +Inf at its first
- * element, as an FP16 overflow would. Queued; no host wait. */
-ds_status ds_model_poison_dlogits(ds_model *m);
-/* Fault tests: makes the first logit of the last forward NaN (utterance 0,
- * frame 0), so the next loss is NaN and its gradients follow, as from a
- * diverged model. Queued; no host wait. */
-ds_status ds_model_poison_logits(ds_model *m);
 
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
@@ -199,8 +192,8 @@ ds_status ds_model_logits(ds_model *m, double *host);
 ds_status ds_model_best_path(ds_model *m, int *host);
 
 /* Output frames for in_frames input frames (0 if too short). */
-int ds_config_out_frames(const ds_model_cfg *cfg, int in_frames);
+int ds_model_config_out_frames(const ds_model_cfg *cfg, int in_frames);
 /* Number of parameters of a configuration, without building it. */
-size_t ds_config_param_count(const ds_model_cfg *cfg);
+size_t ds_model_config_param_count(const ds_model_cfg *cfg);
 
 #endif

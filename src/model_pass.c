@@ -4,6 +4,7 @@
 #include "model_impl.h"
 
 #include "convert.h"
+#include "fault_seam.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* optim.c - see optim.h. */
+/* optim.c - optimizers, learning-rate schedules and gradient clipping; see
+ * optim.h. */
 #include "optim.h"
 
 #include <math.h>
@@ -35,7 +36,7 @@ ds_optim_cfg ds_optim_defaults(void)
 
 const char *ds_optim_kind_name(ds_opt_kind k) { return k == DS_OPT_SGD ? "sgd" : "adamw"; }
 
-const char *ds_lr_schedule_name(ds_lr_kind k)
+const char *ds_optim_lr_schedule_name(ds_lr_kind k)
 {
     return k == DS_LR_CONSTANT ? "constant" : k == DS_LR_ANNEAL ? "anneal" : "poly";
 }
@@ -54,7 +55,7 @@ ds_status ds_optim_parse_kind(const char *s, ds_opt_kind *out)
 ds_status ds_optim_parse_schedule(const char *s, ds_lr_kind *out)
 {
     for (int k = DS_LR_CONSTANT; k <= DS_LR_POLY; k++)
-        if (!strcmp(s, ds_lr_schedule_name((ds_lr_kind)k))) {
+        if (!strcmp(s, ds_optim_lr_schedule_name((ds_lr_kind)k))) {
             *out = (ds_lr_kind)k;
             return DS_OK;
         }

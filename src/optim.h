@@ -33,7 +33,7 @@ ds_optim_cfg ds_optim_defaults(void);
 ds_status ds_optim_parse_kind(const char *s, ds_opt_kind *out);
 ds_status ds_optim_parse_schedule(const char *s, ds_lr_kind *out);
 const char *ds_optim_kind_name(ds_opt_kind k);
-const char *ds_lr_schedule_name(ds_lr_kind k);
+const char *ds_optim_lr_schedule_name(ds_lr_kind k);
 
 /* Learning rate at step (counted from 0) in epoch (from 0). */
 double ds_optim_lr(const ds_optim_cfg *c, long step, int epoch);

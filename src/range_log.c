@@ -1,4 +1,5 @@
-/* range_log.c - see range_log.h. */
+/* range_log.c - the bookkeeping of timed ranges every backend shares; see
+ * range_log.h. */
 #include "range_log.h"
 
 #include <stdio.h>

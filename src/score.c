@@ -1,4 +1,4 @@
-/* score.c - see score.h. */
+/* score.c - greedy decoding of a batch and its error counts; see score.h. */
 #include "score.h"
 
 #include <stdlib.h>
@@ -19,7 +19,7 @@ ds_status ds_scorer_create(const ds_model_cfg *cfg, const ds_model_limits *lim, 
         return DS_FAIL(DS_ERR_UNSUPPORTED, "scoring needs the %d-symbol alphabet, %s has %d classes",
                        DS_ALPHABET_SIZE, cfg->name, cfg->n_classes);
     ds_scorer *s = calloc(1, sizeof *s);
-    const int t = ds_config_out_frames(cfg, lim->frames);
+    const int t = ds_model_config_out_frames(cfg, lim->frames);
     if (!s)
         return DS_FAIL(DS_ERR_MEM, "scorer");
     s->max_text = (t > lim->label_len ? t : lim->label_len) + 1;
@@ -51,12 +51,12 @@ ds_status ds_scorer_add(ds_scorer *s, ds_model *m, const ds_batch *b, ds_score *
     const int *len = ds_model_out_lengths(m);
     DS_TRY(ds_model_best_path(m, s->best));   /* argmax on the backend: no logits copied */
     for (int i = 0; i < b->n; i++) {
-        int n = ds_ctc_collapse(s->best + i, len[i], b->n, DS_BLANK, s->labels);
-        ds_labels_to_text(s->labels, n, s->hyp);
-        ds_labels_to_text(b->labels + b->label_off[i], b->label_len[i], s->ref);
+        int n = ds_decode_collapse(s->best + i, len[i], b->n, DS_BLANK, s->labels);
+        ds_alphabet_labels_to_text(s->labels, n, s->hyp);
+        ds_alphabet_labels_to_text(b->labels + b->label_off[i], b->label_len[i], s->ref);
         int chars, words;
-        int ce = ds_char_edits(s->ref, s->hyp, &chars);
-        int we = ds_word_edits(s->ref, s->hyp, &words);
+        int ce = ds_decode_char_edits(s->ref, s->hyp, &chars);
+        int we = ds_decode_word_edits(s->ref, s->hyp, &words);
         if (ce < 0 || we < 0)
             return DS_FAIL(DS_ERR_MEM, "edit distance");
         acc->char_edits += ce;

@@ -68,10 +68,10 @@ static ds_status next_batch(bench_state *s, long k, const ds_batch **b, const ds
         return DS_OK;
     }
     *global_b = NULL;
-    DS_TRY(ds_run_next_batch(&s->r, b));
+    DS_TRY(ds_train_data_next_batch(&s->r, b));
     if (!*b) {   /* the epoch ran out: begin another */
-        DS_TRY(ds_run_epoch_begin(&s->r, (int)(k + 1)));
-        DS_TRY(ds_run_next_batch(&s->r, b));
+        DS_TRY(ds_train_data_epoch_begin(&s->r, (int)(k + 1)));
+        DS_TRY(ds_train_data_next_batch(&s->r, b));
         if (!*b)
             return DS_FAIL(DS_ERR_ARG, "the data gives no batch of %d", s->c->run.batch);
     }
@@ -195,7 +195,7 @@ static ds_status run_steps(bench_state *s)
         const ds_batch *b = NULL, *gb = NULL;
         if (k < total || pipelined)   /* a pipelined run queues one step past the last */
             DS_TRY(next_batch(s, k, &b, &gb));
-        if (k < total && ds_inject_fault(s->r.rank, k + 1) != DS_POISON_NONE)
+        if (k < total && ds_fault_inject(s->r.rank, k + 1, NULL))
             return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf and nan are for dstrain train");
         const double step_at = now_ms() - s->t_timed0;
         if (c->mode == DS_BENCH_FORWARD) {
@@ -256,7 +256,7 @@ static ds_status finish(bench_state *s)
 static ds_status bench(bench_state *s)
 {
     const ds_bench_cfg *c = s->c;
-    DS_TRY(ds_run_open(&c->run, &s->r));
+    DS_TRY(ds_train_run_open(&c->run, &s->r));
     if (c->profile == DS_PROFILE_KERNELS && !s->r.be->kernel_profile_start)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--profile kernels: the %s backend has no kernel "
                        "profiler (--profile layers times its layers)", s->r.be->name);
@@ -265,7 +265,7 @@ static ds_status bench(bench_state *s)
     if (!c->run.train_path)
         DS_TRY(draw_pool(s));
     if (c->run.train_path)
-        DS_TRY(ds_run_epoch_begin(&s->r, 0));
+        DS_TRY(ds_train_data_epoch_begin(&s->r, 0));
     if (c->profile == DS_PROFILE_LAYERS && c->trace_path && s->r.rank == 0) {
         DS_TRY(ds_file_open_tmp(c->trace_path, "trace", s->trace_tmp, sizeof s->trace_tmp,
                                 &s->trace));
@@ -308,7 +308,7 @@ ds_status ds_bench_run(const ds_bench_cfg *c, ds_bench_result *res)
         ds_batch_free(&s.share[k]);
     }
     free(s.ranges);
-    ds_run_close(&s.r);
+    ds_train_run_close(&s.r);
     return st;
 }
 

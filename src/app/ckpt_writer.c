@@ -1,4 +1,5 @@
-/* ckpt_writer.c - see ckpt_writer.h.
+/* ckpt_writer.c - rank 0's checkpoint saves, written beside training; see
+ * ckpt_writer.h.
  *
  * One thread per save, joined before the next save starts or when the save
  * is reported: the image is the only buffer the two share, and the main

@@ -48,14 +48,14 @@ void ds_cli_free_model(ds_ctx *ctx, ds_model *m);
 
 /* The option table of each subcommand (cli_flags.h), and all of them in
  * dstrain --help's order, NULL-terminated (cli_common.c): a new subcommand
- * is listed there to be in the help, the README's reference and its tests. */
+ * is listed there to be in the help, the reference in docs/cli.md and its tests. */
 extern const ds_flag_cmd ds_cli_prep_cmd, ds_cli_train_cmd, ds_cli_eval_cmd,
     ds_cli_transcribe_cmd, ds_cli_info_cmd, ds_cli_bench_cmd, ds_cli_version_cmd, ds_cli_help_cmd;
 extern const ds_flag_cmd *const ds_cli_commands[];
 /* dstrain --help: the commands. */
 void ds_cli_usage(FILE *f);
 /* dstrain help [--markdown] [COMMAND]: the commands, or a command's --help;
- * --markdown: the configuration reference in the README. */
+ * --markdown: the configuration reference in docs/cli.md. */
 int ds_cli_help(int argc, char **argv);
 /* An unknown command named, the nearest suggested, a hint; returns 2. */
 int ds_cli_unknown_command(const char *cmd);

@@ -44,7 +44,7 @@ enum {
     O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT
 };
 
-/* The options of dstrain bench: its --help and its part of the README
+/* The options of dstrain bench: its --help and its part of docs/cli.md
  * (cli_flags.h). */
 static const ds_flag bench_flags[] = {
     DS_FLAG_SECTION("what"),
@@ -526,7 +526,7 @@ int ds_cli_bench(int argc, char **argv)
         const ds_backend *be = ds_backend_get(a.base.run.device);
         ds_status st = ds_world_init(&world, be ? be->device_count() : 0, a.timeout);
         if (st == DS_OK && a.base.run.allreduce == DS_REDUCE_NCCL)
-            st = ds_bind_device(world.local_rank, world.local_size, world.binding.visible_devices, 1,
+            st = ds_device_bind(world.local_rank, world.local_size, world.binding.visible_devices, 1,
                                 &world.binding);
         if (st != DS_OK)
             return ds_cli_fail("bench", st);

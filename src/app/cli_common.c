@@ -168,7 +168,7 @@ static const ds_flag help_flags[] = {
     DS_FLAG_OPERAND("COMMAND", "that command's options, as `dstrain COMMAND --help` prints them"),
     DS_FLAG_SWITCH(O_MARKDOWN, "markdown",
                    "the configuration reference as Markdown: every command (or COMMAND) with its "
-                   "options, as in the README (`scripts/update-readme-reference.sh` puts it there)"),
+                   "options, as in docs/cli.md (`scripts/update-readme-reference.sh` puts it there)"),
     DS_FLAG_END};
 
 const ds_flag_cmd ds_cli_help_cmd = {

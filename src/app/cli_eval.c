@@ -40,7 +40,7 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
         snprintf(what, sizeof what, "%s (the model's training data)", ckpt);
         DS_TRY_GOTO(st, ds_feature_check_same(what, &info.feat, data, &d->feat), out);
     }
-    DS_TRY_GOTO(st, ds_dataset_filter(d, &cfg, 0, 0, &keep, &n, &fs), out);
+    DS_TRY_GOTO(st, ds_filter_dataset(d, &cfg, 0, 0, &keep, &n, &fs), out);
     const ds_model_limits lim = {batch, fs.max_frames > 0 ? fs.max_frames : 1,
                                  fs.max_labels > 0 ? fs.max_labels : 1};
     DS_TRY_GOTO(st, ds_cli_checkpoint_model(ckpt, &lim, &ctx, &m, &info), out);
@@ -122,7 +122,7 @@ static ds_status featurize(const char *path, const ds_ckpt_info *info, double ma
     if (st == DS_OK)
         st = ds_featurizer_run(fz, audio, n, *x);
     if (st == DS_OK)
-        ds_normalize(*x, *frames, dim, info->norm, NULL, NULL);
+        ds_loader_normalize(*x, *frames, dim, info->norm, NULL, NULL);
     ds_featurizer_destroy(fz);
     free(audio);
     return st;
@@ -165,7 +165,7 @@ static ds_status transcribe_one(const char *ckpt, const char *path, double max_s
         return DS_FAIL(DS_ERR_UNSUPPORTED, "%s: trained with --norm global; transcribe supports "
                                            "utterance and none", ckpt);
     DS_TRY_GOTO(st, featurize(path, &info, max_s, &x, &frames), out);
-    if (ds_config_out_frames(&cfg, frames) < 1) {
+    if (ds_model_config_out_frames(&cfg, frames) < 1) {
         st = DS_FAIL(DS_ERR_ARG, "%s: %d frames is too short for the model", path, frames);
         goto out;
     }
@@ -187,8 +187,8 @@ static ds_status transcribe_one(const char *ckpt, const char *path, double max_s
         goto out;
     }
     DS_TRY_GOTO(st, ds_model_logits(m, logits), out);
-    int n = ds_ctc_greedy(logits, t, cfg.n_classes, cfg.n_classes, DS_BLANK, labels);
-    ds_labels_to_text(labels, n, text);
+    int n = ds_decode_greedy(logits, t, cfg.n_classes, cfg.n_classes, DS_BLANK, labels);
+    ds_alphabet_labels_to_text(labels, n, text);
     print_name(path);
     printf("\t%s\n", text);
 out:

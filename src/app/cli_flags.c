@@ -2,6 +2,8 @@
  * text and Markdown reference, and the errors for a wrong command line
  * (cli_flags.h). */
 #include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,41 @@
 
 static const ds_flag help_flag = {.name = "help", .help = "print these options and exit",
                                   .id = DS_FLAG_ID_HELP};
+
+/* ---- messages ---- */
+
+static int g_quiet;
+
+void ds_flags_quiet(int quiet) { g_quiet = quiet; }
+
+/* f, or where nothing shows while quiet. */
+static FILE *to(FILE *f)
+{
+    static FILE *null;
+    if (!g_quiet)
+        return f;
+    if (!null)
+        null = fopen("/dev/null", "w");
+    return null ? null : f;
+}
+
+/* What a message of cmd begins with: "dstrain train", "bench_loader". */
+static void prefix(FILE *f, const ds_flag_cmd *cmd)
+{
+    if (cmd->program)
+        fputs(cmd->program, f);
+    else
+        fprintf(f, "dstrain %s", cmd->name);
+}
+
+/* 1 when some entry of cmd has a one-letter name. */
+static int has_shorts(const ds_flag_cmd *cmd)
+{
+    for (const ds_flag *f = cmd->flags; f->name || f->section; f++)
+        if (f->name && !f->operand && f->short_name)
+            return 1;
+    return 0;
+}
 
 /* ---- suggestions ---- */
 
@@ -103,9 +140,21 @@ static const ds_flag *find(const ds_flag_cmd *cmd, const char *name, size_t len)
     return strlen(help_flag.name) == len && !strncmp(name, help_flag.name, len) ? &help_flag : NULL;
 }
 
+/* The entry whose one-letter name is c; NULL if none. */
+static const ds_flag *find_short(const ds_flag_cmd *cmd, char c)
+{
+    for (const ds_flag *f = cmd->flags; f->name || f->section; f++)
+        if (f->name && !f->operand && f->short_name && f->short_name == c)
+            return f;
+    return NULL;
+}
+
 static void hint(const ds_flag_cmd *cmd)
 {
-    fprintf(stderr, "(dstrain %s --help lists its options)\n", cmd->name);
+    FILE *e = to(stderr);
+    fputc('(', e);
+    prefix(e, cmd);
+    fprintf(e, " --help lists its options)\n");
 }
 
 /* arg: the word as given; name[0..len): the option's name in it. */
@@ -118,14 +167,16 @@ static int unknown(const ds_flag_cmd *cmd, const char *arg, const char *name, si
             names[n++] = f->name;
     names[n++] = help_flag.name;
     const int k = ds_flags_suggest(name, len, names, n, pick, 4);
-    fprintf(stderr, "dstrain %s: unknown option %.*s", cmd->name, (int)(name - arg + len), arg);
+    FILE *e = to(stderr);
+    prefix(e, cmd);
+    fprintf(e, ": unknown option %.*s", (int)(name - arg + len), arg);
     if (k > 0) {
-        fprintf(stderr, "; did you mean ");
-        ds_flags_print_choices(stderr, "--", names, pick, k);
-        fprintf(stderr, "?%s", arg[1] == '-' && !strncmp(names[pick[0]], name, len)
-                                   ? " (options are not abbreviated)" : "");
+        fprintf(e, "; did you mean ");
+        ds_flags_print_choices(e, "--", names, pick, k);
+        fprintf(e, "?%s", arg[1] == '-' && !strncmp(names[pick[0]], name, len)
+                              ? " (options are not abbreviated)" : "");
     }
-    fprintf(stderr, "\n");
+    fprintf(e, "\n");
     hint(cmd);
     return 2;
 }
@@ -145,11 +196,17 @@ static void check_table(const ds_flag_cmd *cmd)
             why = "an argument without a metavar, or no help";
         else if (find(cmd, f->name, strlen(f->name)) != f)
             why = "a name given twice";
+        else if (f->short_name && (!isalnum((unsigned char)f->short_name) || f->short_name == 'h' ||
+                                   !f->has_arg))
+            why = "a one-letter name that is not a letter or digit, is h, or is on a switch";
+        else if (f->short_name && find_short(cmd, f->short_name) != f)
+            why = "a one-letter name given twice";
         for (const ds_flag *g = f + 1; !why && (g->name || g->section); g++)
             if (g->name && !g->operand && g->id == f->id)
                 why = "an id given twice";
         if (why) {
-            fprintf(stderr, "dstrain %s: option table: --%s has %s\n", cmd->name, f->name, why);
+            prefix(stderr, cmd);
+            fprintf(stderr, ": option table: --%s has %s\n", f->name, why);
             abort();
         }
     }
@@ -157,21 +214,30 @@ static void check_table(const ds_flag_cmd *cmd)
 
 int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
 {
-    int n = 0;
+    int n = 0, ns = 0;
     check_table(cmd);
     p->cmd = cmd;
     p->argc = argc;
     p->argv = argv;
+    p->cur = NULL;
+    p->typed[0] = 0;
     for (const ds_flag *f = cmd->flags; f->name || f->section; f++)
         if (f->name && !f->operand) {
             if (n == DS_FLAGS_MAX - 1) {
-                fprintf(stderr, "dstrain %s: more than %d options: raise DS_FLAGS_MAX\n", cmd->name,
-                        DS_FLAGS_MAX);
+                prefix(stderr, cmd);
+                fprintf(stderr, ": more than %d options: raise DS_FLAGS_MAX\n", DS_FLAGS_MAX);
                 abort();
             }
+            p->ents[n] = f;
             p->opts[n++] = (struct option){f->name, f->has_arg ? required_argument : no_argument,
                                            NULL, f->id};
+            if (f->short_name) {
+                p->shorts[ns++] = f->short_name;
+                p->shorts[ns++] = ':';
+            }
         }
+    p->shorts[ns] = 0;
+    p->ents[n] = &help_flag;
     p->opts[n++] = (struct option){help_flag.name, no_argument, NULL, DS_FLAG_ID_HELP};
     p->opts[n] = (struct option){0, 0, 0, 0};
     /* The words as getopt_long will take them (options anywhere, operands
@@ -183,9 +249,20 @@ int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
         if (a[0] != '-' || !a[1])
             continue;   /* an operand */
         if (!strcmp(a, "-h")) {
-            ds_flags_help(stdout, cmd);
+            ds_flags_help(to(stdout), cmd);
             return 0;
         }
+        const ds_flag *s = a[1] != '-' ? find_short(cmd, a[1]) : NULL;
+        if (s && !a[2] && ++i == argc) {   /* -n 20 or -n20 */
+            FILE *e = to(stderr);
+            prefix(e, cmd);
+            fprintf(e, ": option -%c needs an argument: -%c %s\n", s->short_name, s->short_name,
+                    s->metavar);
+            hint(cmd);
+            return 2;
+        }
+        if (s)
+            continue;
         if (a[1] != '-')   /* -batch: one dash */
             return unknown(cmd, a, a + 1, strlen(a + 1));
         const char *name = a + 2;
@@ -194,18 +271,21 @@ int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
         if (!f)
             return unknown(cmd, a, name, len);
         if (f == &help_flag && !name[len]) {
-            ds_flags_help(stdout, cmd);
+            ds_flags_help(to(stdout), cmd);
             return 0;
         }
         if (!f->has_arg && name[len]) {
-            fprintf(stderr, "dstrain %s: option --%s takes no argument (given %s)\n", cmd->name,
-                    f->name, a);
+            FILE *e = to(stderr);
+            prefix(e, cmd);
+            fprintf(e, ": option --%s takes no argument (given %s)\n", f->name, a);
             hint(cmd);
             return 2;
         }
         if (f->has_arg && !name[len] && ++i == argc) {
-            fprintf(stderr, "dstrain %s: option --%s needs an argument: --%s %s\n", cmd->name,
-                    f->name, f->name, f->metavar);
+            FILE *e = to(stderr);
+            prefix(e, cmd);
+            fprintf(e, ": option --%s needs an argument: --%s %s\n", f->name, f->name,
+                    f->metavar);
             hint(cmd);
             return 2;
         }
@@ -217,13 +297,100 @@ int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
 
 int ds_flags_next(ds_flags *p)
 {
-    const int c = getopt_long(p->argc, p->argv, "", p->opts, NULL);
+    int li = -1;
+    const int c = getopt_long(p->argc, p->argv, p->shorts, p->opts, &li);
+    p->cur = NULL;
+    p->typed[0] = 0;
     if (c == '?' || c == ':') {   /* ds_flags_begin lets none through */
-        fprintf(stderr, "dstrain %s: bad option %s\n", p->cmd->name,
+        FILE *e = to(stderr);
+        prefix(e, p->cmd);
+        fprintf(e, ": bad option %s\n",
                 optind > 0 && optind <= p->argc ? p->argv[optind - 1] : "?");
         hint(p->cmd);
+        return c;
+    }
+    if (c == -1)
+        return c;
+    if (li >= 0) {
+        p->cur = p->ents[li];
+        snprintf(p->typed, sizeof p->typed, "--%s", p->cur->name);
+    } else {   /* a one-letter name: its entry's id */
+        p->cur = find_short(p->cmd, (char)c);
+        snprintf(p->typed, sizeof p->typed, "-%c", c);
+        if (p->cur)
+            return p->cur->id;
     }
     return c;
+}
+
+const char *ds_flags_opt(const ds_flags *p) { return p->typed[0] ? p->typed : "?"; }
+
+static void vsay(const ds_flags *p, const char *opt_arg, const char *fmt, va_list ap)
+{
+    FILE *e = to(stderr);
+    prefix(e, p->cmd);
+    if (opt_arg)
+        fprintf(e, ": %s %s", ds_flags_opt(p), opt_arg);
+    fputs(": ", e);
+    vfprintf(e, fmt, ap);
+    fputc('\n', e);
+}
+
+int ds_flags_bad(const ds_flags *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(p, optarg ? optarg : "", fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int ds_flags_error(const ds_flags *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(p, NULL, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+int ds_flags_num(const ds_flags *p, double lo, double hi, double *out)
+{
+    const char *s = optarg ? optarg : "";
+    char *end;
+    *out = strtod(s, &end);
+    if (end == s || *end || !(*out >= lo && *out <= hi))   /* NaN fails both */
+        return ds_flags_bad(p, "expected a number in [%g, %g]", lo, hi);
+    return 0;
+}
+
+int ds_flags_int(const ds_flags *p, long lo, long hi, long *out)
+{
+    const char *s = optarg ? optarg : "";
+    char *end;
+    errno = 0;
+    *out = strtol(s, &end, 10);
+    if (errno || end == s || *end || *out < lo || *out > hi)
+        return ds_flags_bad(p, "expected an integer in [%ld, %ld]", lo, hi);
+    return 0;
+}
+
+int ds_flags_choice(const ds_flags *p, const char *const *names, int *out)
+{
+    const char *s = optarg ? optarg : "";
+    int n = 0;
+    for (; names[n]; n++)
+        if (!strcmp(s, names[n])) {
+            *out = n;
+            return 0;
+        }
+    char list[512];
+    size_t at = 0;
+    list[0] = 0;
+    for (int i = 0; i < n && at < sizeof list; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", names[i],
+                               i + 2 < n ? ", " : i + 1 < n ? " or " : "");
+    return ds_flags_bad(p, "expected %s", list);
 }
 
 int ds_flags_unhandled(const ds_flags *p, int c)
@@ -234,8 +401,9 @@ int ds_flags_unhandled(const ds_flags *p, int c)
     for (const ds_flag *f = p->cmd->flags; f->name || f->section; f++)
         if (f->name && !f->operand && f->id == c)
             name = f->name;
-    fprintf(stderr, "dstrain %s: option --%s is in the table but not handled (a bug)\n",
-            p->cmd->name, name);
+    FILE *e = to(stderr);
+    prefix(e, p->cmd);
+    fprintf(e, ": option --%s is in the table but not handled (a bug)\n", name);
     return 2;
 }
 
@@ -272,9 +440,18 @@ int ds_flags_text(FILE *f, const char *s, int col, int indent)
     return col;
 }
 
-static void help_entry(FILE *f, const ds_flag *e)
+/* shorts: the table has one-letter names, shown first ("-b, --minbytes B",
+ * "    --op OP", "-h, --help"). */
+static void help_entry(FILE *f, const ds_flag *e, int shorts)
 {
-    int col = fprintf(f, "  %s%s%s%s%s", e->operand ? "" : "--", e->name,
+    int col;
+    if (shorts && !e->operand)
+        col = fprintf(f, "  %c%c%s--%s%s%s", e->short_name || e == &help_flag ? '-' : ' ',
+                      e == &help_flag ? 'h' : e->short_name ? e->short_name : ' ',
+                      e->short_name || e == &help_flag ? ", " : "  ", e->name,
+                      e->metavar ? " " : "", e->metavar ? e->metavar : "");
+    else
+        col = fprintf(f, "  %s%s%s%s%s", e->operand ? "" : "--", e->name,
                       e == &help_flag ? ", -h" : "", e->metavar ? " " : "",
                       e->metavar ? e->metavar : "");
     if (col < TEXT_COL)
@@ -310,13 +487,14 @@ void ds_flags_help(FILE *f, const ds_flag_cmd *cmd)
         ds_flags_text(f, cmd->about, 0, 0);
         fputs("\n\n", f);
     }
+    const int shorts = has_shorts(cmd);
     for (const ds_flag *e = cmd->flags; e->name || e->section; e++) {
         if (e->section)
             fprintf(f, "%s:\n", e->section);
         else if (!e->hidden)
-            help_entry(f, e);
+            help_entry(f, e, shorts);
     }
-    help_entry(f, &help_flag);
+    help_entry(f, &help_flag, shorts);
     if (cmd->notes) {
         fputc('\n', f);
         ds_flags_text(f, cmd->notes, 0, 0);
@@ -372,6 +550,8 @@ static void md_row(FILE *f, const ds_flag *e)
     else if (e->operand)
         md_code(f, e->name);
     else {
+        if (e->short_name)
+            fprintf(f, "`-%c`, ", e->short_name);
         fprintf(f, "`--%s`", e->name);
         if (e == &help_flag)
             fputs(", `-h`", f);
@@ -393,7 +573,9 @@ static void md_row(FILE *f, const ds_flag *e)
 
 void ds_flags_markdown(FILE *f, const ds_flag_cmd *cmd)
 {
-    fprintf(f, "### dstrain %s\n\n```\n", cmd->name);
+    fputs("### ", f);
+    prefix(f, cmd);
+    fputs("\n\n```\n", f);
     usage(f, cmd);
     fputs("```\n\n", f);
     if (cmd->about) {

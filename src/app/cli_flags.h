@@ -1,7 +1,7 @@
 /* cli_flags.h - the options of a subcommand, described once in a table.
  *
  * From a command's table come getopt_long's struct option array, the
- * command's --help text, its part of the README's configuration reference
+ * command's --help text, its part of the configuration reference (docs/cli.md)
  * (dstrain help --markdown, scripts/update-readme-reference.sh), and the
  * errors for a wrong command line (an unknown option with the nearest flag
  * suggested, a missing argument naming the flag). Adding a flag is one table
@@ -47,7 +47,15 @@
  * a flag added later never changes what an existing command line means.
  * The help text is prose: the --help printer wraps it at 80 columns, the
  * Markdown printer escapes it and puts --flags in backticks; `code` spans
- * marked with backticks show as code in Markdown and plain in --help. */
+ * marked with backticks show as code in Markdown and plain in --help.
+ *
+ * A program of its own (bench/allreduce.c, bench/loader.c) describes its
+ * options the same way: .program names it, so that its messages begin
+ * "bench_loader:" rather than "dstrain NAME:"; an option may keep another
+ * tool's one-letter name beside its long one (DS_FLAG_ARG_SHORT: -n 20,
+ * -n20, as nccl-tests' -b -e -f -n -w -d); ds_flags_num, _int and _choice
+ * check the current option's argument and name the option as it was typed;
+ * ds_flags_quiet silences every message (the ranks but 0 of an MPI job). */
 #ifndef DS_CLI_FLAGS_H
 #define DS_CLI_FLAGS_H
 
@@ -62,13 +70,18 @@ typedef struct {
     const char *help;      /* what it does, in a sentence or a few */
     int id;                /* ds_flags_next's value for it (getopt's val) */
     const char *section;   /* a heading entry: its title (name is NULL) */
-    const char *more;      /* details for the README's reference only, or NULL */
+    const char *more;      /* details for the reference (docs/cli.md) only, or NULL */
     int hidden;            /* 1: accepted, but in neither help (internal) */
     int operand;           /* 1: a positional argument, shown but not parsed */
+    char short_name;       /* a one-letter alias (-b), or 0: none (DS_FLAG_ARG_SHORT) */
 } ds_flag;
 
 #define DS_FLAG_ARG(ID, NAME, METAVAR, DEF, HELP) \
     {.name = (NAME), .has_arg = 1, .metavar = (METAVAR), .def = (DEF), .help = (HELP), .id = (ID)}
+/* An option that also answers to -LETTER VALUE and -LETTERVALUE. */
+#define DS_FLAG_ARG_SHORT(ID, LETTER, NAME, METAVAR, DEF, HELP)                                    \
+    {.name = (NAME), .has_arg = 1, .metavar = (METAVAR), .def = (DEF), .help = (HELP), .id = (ID), \
+     .short_name = (LETTER)}
 #define DS_FLAG_SWITCH(ID, NAME, HELP) {.name = (NAME), .help = (HELP), .id = (ID)}
 #define DS_FLAG_SECTION(TITLE) {.section = (TITLE)}
 #define DS_FLAG_OPERAND(WORDS, HELP) {.name = (WORDS), .help = (HELP), .operand = 1}
@@ -82,6 +95,8 @@ typedef struct {
     const char *about;     /* a paragraph after the synopsis (wrapped), or NULL */
     const ds_flag *flags;  /* ends with DS_FLAG_END */
     const char *notes;     /* a paragraph after the options (wrapped), or NULL */
+    const char *program;   /* a program of its own ("bench_loader"): its messages begin
+                            * "bench_loader:", not "dstrain NAME:"; NULL for a command */
 } ds_flag_cmd;
 
 #define DS_FLAGS_MAX 96    /* options in one table, --help included */
@@ -93,6 +108,10 @@ typedef struct {
     int argc;
     char **argv;
     struct option opts[DS_FLAGS_MAX + 1];
+    const ds_flag *ents[DS_FLAGS_MAX + 1];   /* opts[i]'s entry */
+    char shorts[2 * DS_FLAGS_MAX + 1];       /* getopt's string of the one-letter names */
+    const ds_flag *cur;                      /* the option ds_flags_next returned last */
+    char typed[72];                          /* how it was named: "--iters" or "-n" */
 } ds_flags;
 
 /* Checks argv[1..] (argv[0] is the command's name) against cmd's table, in
@@ -107,6 +126,27 @@ int ds_flags_next(ds_flags *p);
 /* For the switch's default: names the option whose id c the command does not
  * handle (a bug) and returns 2. */
 int ds_flags_unhandled(const ds_flags *p, int c);
+
+/* The option ds_flags_next returned last, as the command line named it:
+ * "--iters", or "-n" when given by its letter. */
+const char *ds_flags_opt(const ds_flags *p);
+/* The current option's argument (optarg) checked: a number in [lo, hi]
+ * (ds_cli_num's rule), an integer in [lo, hi], one of names (NULL-ended; its
+ * index). 0, or -1 after saying why to stderr as ds_cli_num does:
+ * "dstrain bench: --batch x: expected ...", "bench_allreduce: -n 0: ...". */
+int ds_flags_num(const ds_flags *p, double lo, double hi, double *out);
+int ds_flags_int(const ds_flags *p, long lo, long hi, long *out);
+int ds_flags_choice(const ds_flags *p, const char *const *names, int *out);
+/* Says that the current option's argument is wrong: "PREFIX: OPTION ARG: "
+ * and why (printf's fmt), to stderr; returns -1. */
+int ds_flags_bad(const ds_flags *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A usage error not tied to one argument ("--op mpi takes no --transport
+ * nccl"): "PREFIX: " and the message, to stderr; returns 2. */
+int ds_flags_error(const ds_flags *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1: from now on the functions above, ds_flags_begin's --help included,
+ * print nothing (an MPI job's ranks but 0, which parse the same words);
+ * 0: they print again. */
+void ds_flags_quiet(int quiet);
 
 /* cmd's --help text. */
 void ds_flags_help(FILE *f, const ds_flag_cmd *cmd);

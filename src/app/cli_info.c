@@ -30,7 +30,7 @@ const ds_flag_cmd ds_cli_info_cmd = {
 
 static void describe(const ds_model_cfg *c)
 {
-    printf("model %s: %zu parameters\n", c->name, ds_config_param_count(c));
+    printf("model %s: %zu parameters\n", c->name, ds_model_config_param_count(c));
     printf("  input: %d features per 10 ms frame\n", c->n_features);
     int f = c->n_features, ch = 1;
     for (int i = 0; i < c->n_conv; i++) {
@@ -44,7 +44,7 @@ static void describe(const ds_model_cfg *c)
         ch = k->channels;
     }
     printf("  rnn: %d x %s%s %d (input %d)%s\n", c->rnn_layers, c->bidirectional ? "bi-" : "",
-           ds_cell_name(c->cell), c->hidden, ch * f,
+           ds_config_cell_name(c->cell), c->hidden, ch * f,
            c->bidirectional ? ", directions summed" : "");
     if (!c->bidirectional && c->lookahead)
         printf("  lookahead: context %d, Hardtanh(0,20)\n", c->lookahead);
@@ -138,8 +138,8 @@ int ds_cli_info(int argc, char **argv)
     for (int i = 0; ds_config_preset_name(i); i++) {
         if (ds_config_preset(ds_config_preset_name(i), &c) != DS_OK)
             return ds_cli_fail("info", DS_ERR_ARG);
-        printf("%-12s %14zu  %d x %s%s %d\n", c.name, ds_config_param_count(&c), c.rnn_layers,
-               c.bidirectional ? "bi-" : "", ds_cell_name(c.cell), c.hidden);
+        printf("%-12s %14zu  %d x %s%s %d\n", c.name, ds_model_config_param_count(&c), c.rnn_layers,
+               c.bidirectional ? "bi-" : "", ds_config_cell_name(c.cell), c.hidden);
     }
     return 0;
 }

@@ -92,7 +92,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
             else if (!strcmp(optarg, "float32")) a->o.dtype = DS_F32;
             else st = DS_FAIL(DS_ERR_ARG, "--dtype %s: expected float16 or float32", optarg);
             break;
-        case O_ON_UNKNOWN: st = ds_unknown_policy_parse(optarg, &a->o.on_unknown); break;
+        case O_ON_UNKNOWN: st = ds_transcript_policy_parse(optarg, &a->o.on_unknown); break;
         case O_THREADS:
             if (ds_cli_num("prep", "threads", optarg, 1, 4096, &v))
                 return 2;
@@ -146,7 +146,7 @@ static void report(const prep_args *a, const ds_prep_list *l, const ds_prep_stat
            "%ld with non-finite features\n",
            l->missing_audio, l->audio_without_text, l->bad_lines, s->bad_audio, s->bad_text,
            s->non_finite);
-    ds_unknown_report(&s->unknown, stdout);
+    ds_transcript_stats_report(&s->unknown, stdout);
 }
 
 /* Sums the counters of every rank into rank 0's. */
@@ -156,7 +156,7 @@ static void reduce_stats(ds_prep_stats *s)
     double sec = s->seconds;
     MPI_Reduce(v, sum, 4, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&sec, &s->seconds, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    ds_unknown_stats u;
+    ds_transcript_stats u;
     MPI_Reduce(&s->unknown, &u, (int)(sizeof u / sizeof(long)), MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     s->written = sum[0];
     s->bad_audio = sum[1];

@@ -24,7 +24,7 @@ enum { O_PYTORCH = 256, O_MODEL, O_CONFIG, O_PRECISION };
 static ds_model_limits small_limits(const ds_model_cfg *cfg)
 {
     int t = 16;
-    while (t < (1 << 24) && ds_config_out_frames(cfg, t) < 1)
+    while (t < (1 << 24) && ds_model_config_out_frames(cfg, t) < 1)
         t *= 2;
     return (ds_model_limits){.batch = 1, .frames = t, .label_len = 1};
 }
@@ -256,7 +256,7 @@ static ds_status import_entry(const char *in, const ds_pt_entry *e, const ds_pt_
     char what[1200];
     snprintf(what, sizeof what, "%s: key %s", in, e->key);
     DS_TRY(ds_convert(DS_F64, tmp, t->dt, t->data, e->count));
-    DS_TRY(ds_check_state_values(what, tmp, e->count, strstr(e->key, "running_var") != NULL));
+    DS_TRY(ds_checkpoint_check_state_values(what, tmp, e->count, strstr(e->key, "running_var") != NULL));
     ds_pt_from_torch(e, tmp, slot_of(e, params, stats));
     return DS_OK;
 }

@@ -20,7 +20,7 @@ enum {
     O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH
 };
 
-/* The options of dstrain train: its --help and its part of the README
+/* The options of dstrain train: its --help and its part of docs/cli.md
  * (cli_flags.h). */
 static const ds_flag train_flags[] = {
     DS_FLAG_SECTION("model and data"),
@@ -366,13 +366,13 @@ int ds_cli_train(int argc, char **argv)
     ds_world world;
     ds_status st = ds_world_init(&world, be ? be->device_count() : 0, timeout);
     if (st == DS_OK && o.allreduce == DS_REDUCE_NCCL)   /* NCCL refuses ranks sharing a device */
-        st = ds_bind_device(world.local_rank, world.local_size, world.binding.visible_devices, 1,
+        st = ds_device_bind(world.local_rank, world.local_size, world.binding.visible_devices, 1,
                             &world.binding);
     if (st != DS_OK)
         return fail_ranks(&world, st);
     o.world = &world;
     ds_print("dstrain train: %s, %zu parameters, %s on %s, %d rank%s x batch %d, seed %llu\n",
-             o.model.name, ds_config_param_count(&o.model), ds_dtype_name(o.precision), o.device,
+             o.model.name, ds_model_config_param_count(&o.model), ds_dtype_name(o.precision), o.device,
              world.size, world.size > 1 ? "s" : "", o.batch, (unsigned long long)o.seed);
     ds_train_result r;
     st = ds_train(&o, &r);

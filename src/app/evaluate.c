@@ -1,4 +1,5 @@
-/* evaluate.c - see evaluate.h. */
+/* evaluate.c - loss, WER and CER of a model over a feature file; see
+ * evaluate.h. */
 #include "evaluate.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5io.h"
+#include "fault_seam.h"
 #include "train_run.h"
 
 static long killsave_step = -1;
@@ -19,7 +19,9 @@ void ds_fault_arm_save(long step)
         ds_h5_fault_kill_after(4096);
 }
 
-int ds_inject_fault(int my_rank, long step)
+/* The fault asked for at this step (DS_POISON_*), after doing it where it
+ * is not one of the step's. */
+static int fault_at(int my_rank, long step)
 {
     const char *f = getenv("DSTRAIN_FAULT");
     char kind[16];
@@ -51,4 +53,14 @@ int ds_inject_fault(int my_rank, long step)
     }
     for (;;)
         pause();
+}
+
+int ds_fault_inject(int my_rank, long step, ds_stepper *s)
+{
+    const int kind = fault_at(my_rank, step);
+    if (kind == DS_POISON_NONE)
+        return 0;
+    if (s)
+        ds_stepper_poison_next(s, kind);
+    return 1;
 }

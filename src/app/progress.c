@@ -1,4 +1,5 @@
-/* progress.c - see progress.h. */
+/* progress.c - dstrain train's progress bar on rank 0's terminal; see
+ * progress.h. */
 #include "progress.h"
 
 #include <math.h>

@@ -23,7 +23,7 @@ static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
     return ds_reducer_sum(((run_state *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
 }
 
-ds_status ds_run_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)
+ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)
 {
     const size_t total = count * ds_dtype_size(dt), piece = (size_t)1 << 28;   /* int counts */
     for (size_t at = 0; at < total; at += piece)
@@ -37,7 +37,7 @@ ds_status ds_run_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt
  * are stored (float32 master weights as float32), never as doubles. */
 static ds_status broadcast_params(run_state *r)
 {
-    return ds_model_share_params(r->model, ds_run_bcast_bytes, r->o->world);
+    return ds_model_share_params(r->model, ds_ranks_bcast_bytes, r->o->world);
 }
 
 static ds_status alloc_rank_buffers(run_state *r)
@@ -71,7 +71,7 @@ static size_t sum_capacity(ds_model *m)
     return n > moments ? n : moments;
 }
 
-ds_status ds_run_setup_ranks(run_state *r)
+ds_status ds_ranks_setup(run_state *r)
 {
     const ds_train_opts *o = r->o;
     if (r->ranks == 1)
@@ -98,7 +98,7 @@ ds_status ds_run_setup_ranks(run_state *r)
     return DS_OK;
 }
 
-void ds_run_close_ranks(run_state *r)
+void ds_ranks_close(run_state *r)
 {
     ds_reducer_destroy(r->dist.reducer);
     r->dist.reducer = NULL;
@@ -113,7 +113,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n)
+ds_status ds_ranks_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n)
 {
     s->ranks = r->ranks;
     s->loss = out->loss;
@@ -155,7 +155,7 @@ ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_me
     return DS_OK;
 }
 
-ds_status ds_run_check_sync(run_state *r, long step)
+ds_status ds_ranks_check_sync(run_state *r, long step)
 {
     /* each group's master copy as stored (no conversion; the gaps between
      * tensors are zeros on every rank) */
@@ -219,7 +219,7 @@ static int token_seen(const char *name, const char *value)
     return !strcmp(got, value);
 }
 
-ds_status ds_run_check_shared(run_state *r)
+ds_status ds_ranks_check_shared(run_state *r)
 {
     const ds_train_opts *o = r->o;
     if (r->ranks <= 1)

@@ -100,8 +100,8 @@ static ds_status choose(run_state *r, char *path, size_t cap)
 static ds_status send_resumed(run_state *r)
 {
     ds_world *w = r->o->world;
-    DS_TRY(ds_model_share_params(r->model, ds_run_bcast_bytes, w));
-    DS_TRY(ds_model_share_state(r->model, r->optim, ds_run_bcast_bytes, w));
+    DS_TRY(ds_model_share_params(r->model, ds_ranks_bcast_bytes, w));
+    DS_TRY(ds_model_share_state(r->model, r->optim, ds_ranks_bcast_bytes, w));
     long pos[6] = {r->start_step, r->tried_ended, r->start_epoch, r->start_batch, r->bad_run, 0};
     DS_TRY(ds_world_bcast(w, pos, 6, MPI_LONG, "the resumed position"));
     DS_TRY(ds_world_bcast(w, r->rng.s, (int)sizeof r->rng.s, MPI_BYTE, "the resumed generator"));
@@ -113,7 +113,7 @@ static ds_status send_resumed(run_state *r)
     return DS_OK;
 }
 
-ds_status ds_run_resume(run_state *r)
+ds_status ds_resume_run(run_state *r)
 {
     const ds_train_opts *o = r->o;
     char path[1100] = "";

@@ -1,4 +1,5 @@
-/* run_config.c - see run_config.h. */
+/* run_config.c - a run's options as key=value lines, compared on resume; see
+ * run_config.h. */
 #include "run_config.h"
 
 #include <cjson/cJSON.h>
@@ -101,7 +102,7 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
     put(&t, "%s\n", num(c->beta2, a, sizeof a));
     put(&t, "eps=%s\n", num(c->eps, a, sizeof a));
     put(&t, "weight_decay=%s\n", num(c->weight_decay, a, sizeof a));
-    put(&t, "lr_schedule=%s\nanneal=%s\n", ds_lr_schedule_name(c->schedule), num(c->anneal, a, sizeof a));
+    put(&t, "lr_schedule=%s\nanneal=%s\n", ds_optim_lr_schedule_name(c->schedule), num(c->anneal, a, sizeof a));
     put(&t, "poly_power=%s\nwarmup=%ld\n", num(c->poly_power, a, sizeof a), c->warmup_steps);
     put(&t, "max_norm=%s\n", num(c->max_grad_norm, a, sizeof a));
     put(&t, "loss_scale=%s\nloss_scale_window=%ld\n", num(c->loss_scale, a, sizeof a),

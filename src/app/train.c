@@ -1,7 +1,7 @@
 /* train.c - the training loop: epochs of steps over synthetic data or HDF5
  * feature files, each step's metrics read after the next step is launched,
  * validation and checkpoints at the end of each epoch. Its data, its ranks
- * and the step itself live in train_data.c, ranks.c and step.c. */
+ * and the step itself live in train_data.c, ranks.c and stepper.c. */
 #include "train.h"
 
 #include <errno.h>
@@ -21,14 +21,14 @@
 #include "run_config.h"
 #include "train_run.h"
 
-void ds_run_close(run_state *r)
+void ds_train_run_close(run_state *r)
 {
     ds_ckpt_writer_destroy(r->ckpt);   /* a save in flight ends first, in the locked folder */
     r->ckpt = NULL;
     ds_log_close(&r->log);
     ds_dir_lock_release(&r->ckpt_lock);
-    ds_run_close_data(r);
-    ds_run_close_ranks(r);
+    ds_train_data_close(r);
+    ds_ranks_close(r);
     ds_stepper_destroy(r->stepper);
     ds_scorer_destroy(r->scorer);
     ds_optim_destroy(r->optim);
@@ -91,7 +91,7 @@ static ds_status describe_run(run_state *r)
                               r->train ? fp : NULL, r->run_config, sizeof r->run_config);
 }
 
-ds_status ds_run_open(const ds_train_opts *o, run_state *r)
+ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
     r->o = o;
@@ -100,7 +100,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     r->saved_step = r->tried_step = r->validated_step = -1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
-    DS_TRY(planned(r, &lim, "the host", ds_run_open_data(r, &lim)));
+    DS_TRY(planned(r, &lim, "the host", ds_train_data_open(r, &lim)));
     r->total = o->steps > 0 ? o->steps : r->per_epoch * (o->epochs > 0 ? o->epochs : 1);
     r->ocfg = o->optim;
     if (r->ocfg.total_steps <= 0)
@@ -108,7 +108,7 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
     DS_TRY(planned(r, &lim, o->device,
                    ds_model_create(&o->model, r->be, r->ctx, o->precision, &lim, &r->model)));
     DS_TRY(ds_model_init_params(r->model, o->seed));
-    DS_TRY(planned(r, &lim, o->device, ds_run_setup_ranks(r)));
+    DS_TRY(planned(r, &lim, o->device, ds_ranks_setup(r)));
     DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->model, &r->ocfg, &r->optim)));
     DS_TRY(planned(r, &lim, o->device,
                    ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
@@ -137,9 +137,9 @@ ds_status ds_run_open(const ds_train_opts *o, run_state *r)
                        ds_ckpt_writer_create(r->model, r->optim, !o->checkpoint_sync,
                                              o->checkpoint_dir, o->checkpoint_keep, &r->ckpt)));
     }
-    DS_TRY(ds_run_check_shared(r));
+    DS_TRY(ds_ranks_check_shared(r));
     if (o->resume)
-        DS_TRY(ds_run_resume(r));
+        DS_TRY(ds_resume_run(r));
     ds_progress_start(&r->progress, o->progress, r->start_step);
     if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
@@ -274,7 +274,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
                          .loss_scale = r->ocfg.loss_scale_window > 0 || r->ocfg.loss_scale != 1
                                            ? out.opt.loss_scale : 0,
                          .skipped_steps = out.opt.skips};
-    DS_TRY(ds_run_gather_metrics(r, &out, &s, p.global_n));
+    DS_TRY(ds_ranks_gather_metrics(r, &out, &s, p.global_n));
     const int report = o->print_every > 0 && ((p.step + 1) % o->print_every == 0 || p.step + 1 == r->total);
     if (report) {   /* CER of this rank's batch, from the logits of this step's forward */
         ds_score sc = {0};
@@ -301,7 +301,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
                        "and so is the last checkpoint",
                        p.step + 2 - r->bad_run, p.step + 1, o->max_bad_steps);
     if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
-        DS_TRY(ds_run_check_sync(r, p.step + 1));
+        DS_TRY(ds_ranks_check_sync(r, p.step + 1));
     if (r->val && o->val_every > 0 && (p.step + 1) % o->val_every == 0)
         DS_TRY(validate(r, p.step + 1, p.epoch, res));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
@@ -320,9 +320,7 @@ static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch,
 {
     const int global_n = b->n_global > 0 ? b->n_global : b->n;
     const double lr = ds_optim_lr(&r->ocfg, step, epoch);
-    const int poison = ds_inject_fault(r->rank, step + 1);
-    if (poison != DS_POISON_NONE)
-        ds_stepper_poison_next(r->stepper, poison);
+    ds_fault_inject(r->rank, step + 1, r->stepper);
     DS_TRY(ds_stepper_launch(r->stepper, b, lr));
     DS_TRY(finish_pending(r, res));
     r->pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,
@@ -341,7 +339,7 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
         DS_TRY(validate(r, step, epoch, res));
     /* at the end of every epoch (and of the run), unless this step's is
      * written: again when that one was saved before the validation */
-    const int ended = ds_run_epoch_exhausted(r, epoch);
+    const int ended = ds_train_data_epoch_exhausted(r, epoch);
     if (r->o->checkpoint_dir && (r->tried_step != step || (ended && !r->tried_ended)))
         DS_TRY(save_checkpoint(r, step, epoch, ended));
     return DS_OK;
@@ -381,15 +379,15 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     run_state r;
     ds_status st;
     ds_stop_signals_install();
-    DS_TRY_GOTO(st, ds_run_open(o, &r), out);
+    DS_TRY_GOTO(st, ds_train_run_open(o, &r), out);
     long step = r.start_step;
     res->steps = res->start_step = step;
     res->total = r.total;
     for (int epoch = r.start_epoch; step < r.total; epoch++) {
         const ds_batch *b;
-        DS_TRY_GOTO(st, ds_run_epoch_begin(&r, epoch), out);
+        DS_TRY_GOTO(st, ds_train_data_epoch_begin(&r, epoch), out);
         while (step < r.total) {
-            DS_TRY_GOTO(st, ds_run_next_batch(&r, &b), out);
+            DS_TRY_GOTO(st, ds_train_data_next_batch(&r, &b), out);
             if (!b)
                 break;
             DS_TRY_GOTO(st, run_step(&r, b, step, epoch, res), out);
@@ -411,6 +409,6 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     res->mem_in_use = c.bytes_in_use;
     res->mem_peak = c.bytes_peak;
 out:
-    ds_run_close(&r);
+    ds_train_run_close(&r);
     return st;
 }

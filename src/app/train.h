@@ -11,7 +11,7 @@
 #include "model.h"
 #include "optim.h"
 #include "reduce.h"
-#include "step.h"
+#include "stepper.h"
 #include "world.h"
 
 typedef struct {

@@ -20,7 +20,7 @@ static ds_status open_split(run_state *r, const char *path, ds_dataset **d, long
     if ((*d)->n_features != o->model.n_features)
         return DS_FAIL(DS_ERR_ARG, "%s: %d features per frame, model %s expects %d", path,
                        (*d)->n_features, o->model.name, o->model.n_features);
-    DS_TRY(ds_dataset_filter(*d, &o->model, o->min_duration, o->max_duration, keep, n, fs));
+    DS_TRY(ds_filter_dataset(*d, &o->model, o->min_duration, o->max_duration, keep, n, fs));
     ds_print("%s: %ld of %ld utterances kept (dropped: %ld too short for CTC, %ld outside the "
              "duration limits)\n",
              path, fs->kept, (*d)->n, fs->ctc_impossible, fs->too_short + fs->too_long);
@@ -29,7 +29,7 @@ static ds_status open_split(run_state *r, const char *path, ds_dataset **d, long
     return DS_OK;
 }
 
-ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
+ds_status ds_train_data_open(run_state *r, ds_model_limits *lim)
 {
     const ds_train_opts *o = r->o;
     if (!o->train_path) {
@@ -73,7 +73,7 @@ ds_status ds_run_open_data(run_state *r, ds_model_limits *lim)
     return DS_OK;
 }
 
-ds_status ds_run_epoch_begin(run_state *r, int epoch)
+ds_status ds_train_data_epoch_begin(run_state *r, int epoch)
 {
     const ds_train_opts *o = r->o;
     /* a resumed run's first epoch goes on where its checkpoint was made */
@@ -92,7 +92,7 @@ ds_status ds_run_epoch_begin(run_state *r, int epoch)
     return ds_loader_start(&lc, &r->loader);
 }
 
-ds_status ds_run_next_batch(run_state *r, const ds_batch **b)
+ds_status ds_train_data_next_batch(run_state *r, const ds_batch **b)
 {
     if (r->train) {
         DS_TRY(ds_loader_next(r->loader, b));
@@ -118,7 +118,7 @@ ds_status ds_run_next_batch(run_state *r, const ds_batch **b)
     return DS_OK;
 }
 
-int ds_run_epoch_exhausted(const run_state *r, int epoch)
+int ds_train_data_epoch_exhausted(const run_state *r, int epoch)
 {
     if (!r->train)
         return r->synth_left <= 0;
@@ -128,7 +128,7 @@ int ds_run_epoch_exhausted(const run_state *r, int epoch)
     return 1;
 }
 
-void ds_run_close_data(run_state *r)
+void ds_train_data_close(run_state *r)
 {
     if (r->loader)
         ds_loader_stop(r->loader);

@@ -4,12 +4,12 @@
 #ifndef DS_TRAIN_RUN_H
 #define DS_TRAIN_RUN_H
 
-#include "dirlock.h"
+#include "dir_lock.h"
 #include "filter.h"
 #include "progress.h"
 #include "rng.h"
 #include "score.h"
-#include "step.h"
+#include "stepper.h"
 #include "train.h"
 
 /* A launched step whose metrics the host has not read yet. Its batch is
@@ -71,40 +71,40 @@ typedef struct {
 /* train.c: the backend, data, model, optimizer, stepper and ranks of a run
  * of o, every buffer planned (dstrain bench times steps on one of these);
  * close frees what open made, also after a failed open. */
-ds_status ds_run_open(const ds_train_opts *o, run_state *r);
-void ds_run_close(run_state *r);
+ds_status ds_train_run_open(const ds_train_opts *o, run_state *r);
+void ds_train_run_close(run_state *r);
 
 /* train_data.c */
-ds_status ds_run_open_data(run_state *r, ds_model_limits *lim);
-ds_status ds_run_epoch_begin(run_state *r, int epoch);
+ds_status ds_train_data_open(run_state *r, ds_model_limits *lim);
+ds_status ds_train_data_epoch_begin(run_state *r, int epoch);
 /* The next batch of the epoch, or NULL at its end. */
-ds_status ds_run_next_batch(run_state *r, const ds_batch **b);
+ds_status ds_train_data_next_batch(run_state *r, const ds_batch **b);
 /* Whether the epoch has no batch left to train on, without drawing one: a
  * checkpoint made then goes on at the next epoch's first batch. */
-int ds_run_epoch_exhausted(const run_state *r, int epoch);
-void ds_run_close_data(run_state *r);
+int ds_train_data_epoch_exhausted(const run_state *r, int epoch);
+void ds_train_data_close(run_state *r);
 
 /* resume.c: --resume: finds (auto) or takes the checkpoint, checks that it
  * was made by the same run, loads the model and optimizer on every rank and
  * sets where the loop starts. */
-ds_status ds_run_resume(run_state *r);
+ds_status ds_resume_run(run_state *r);
 
 /* ranks.c */
-ds_status ds_run_setup_ranks(run_state *r);
+ds_status ds_ranks_setup(run_state *r);
 /* Rank 0's bytes [count] of dt to every rank of world (a ds_world *), in
  * pieces MPI's int counts take: the share callback of ds_model_share_params
  * and ds_model_share_state. */
-ds_status ds_run_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt);
+ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt);
 /* Every rank sees the files rank 0 does: the checkpoint folder (a token
  * file rank 0 writes there is read by each rank) and the training data (its
  * content fingerprint); refused, naming each rank and node that does not.
  * After rank 0 has readied the folder; all ranks call it. */
-ds_status ds_run_check_shared(run_state *r);
-void ds_run_close_ranks(run_state *r);
+ds_status ds_ranks_check_shared(run_state *r);
+void ds_ranks_close(run_state *r);
 /* Every rank's step time, loss and infinite count into s (one allgather). */
-ds_status ds_run_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
+ds_status ds_ranks_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
 /* Stops the run, naming the ranks whose parameters differ from rank 0's. */
-ds_status ds_run_check_sync(run_state *r, long step);
+ds_status ds_ranks_check_sync(run_state *r, long step);
 
 /* stop_signal.c: after ds_stop_signals_install, SIGTERM or SIGUSR1 only
  * records itself; ds_stop_signal returns its number (0: none). The run
@@ -117,11 +117,12 @@ int ds_stop_signal(void);
  * from 1), raise SIGUSR1 there (stop), die by SIGKILL 4 KiB into the write
  * of that step's checkpoint (killsave; in the background writer's thread
  * unless --checkpoint-write sync),
- * or returns the DS_POISON_* kind for a NaN loss (nan) or an Inf in the
- * gradients (inf) of that step on that rank (each of the steps STEP..LAST;
- * else DS_POISON_NONE), for the tests of what the other ranks do then
- * (slow: of what bench times). */
-int ds_inject_fault(int rank, long step);
+ * or gives that step of s (on that rank) a NaN loss (nan) or an Inf in its
+ * gradients (inf) through the fault seam (fault_seam.h), for each of the
+ * steps STEP..LAST, for the tests of what the other ranks do then (slow: of
+ * what bench times). Returns 1 where nan or inf was asked for at this step
+ * (s NULL: nothing is poisoned), else 0. */
+int ds_fault_inject(int rank, long step, ds_stepper *s);
 /* killsave: called by rank 0's save of step (no save in flight then); arms
  * the SIGKILL for that step's write. */
 void ds_fault_arm_save(long step);

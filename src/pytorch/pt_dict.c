@@ -1,4 +1,4 @@
-/* pt_dict.c - see pt_dict.h. */
+/* pt_dict.c - a PyTorch state_dict on the host; see pt_dict.h. */
 #include "pt_dict.h"
 
 #include <stdio.h>

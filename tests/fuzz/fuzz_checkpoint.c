@@ -24,7 +24,7 @@
 static int frames_for(const ds_model_cfg *cfg)
 {
     int t = 64;
-    while (t < 8192 && ds_config_out_frames(cfg, t) < 1)
+    while (t < 8192 && ds_model_config_out_frames(cfg, t) < 1)
         t *= 2;
     return t;
 }
@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ds_status st = ds_checkpoint_read_config(path, &cfg, &dt, &info);
     fuzz_check_status(st);
     if (st == DS_OK) {
-        const size_t n = ds_config_param_count(&cfg);
+        const size_t n = ds_model_config_param_count(&cfg);
         if (n > 0 && n <= MAX_PARAMS)
             load(path, &cfg, dt, info.has_resume);
     }

@@ -30,8 +30,8 @@ static void round_trip(const ds_model_cfg *a)
         fail("ds_config_to_json wrote what ds_config_parse refuses", json);
     if (memcmp(a, &b, sizeof b) != 0)   /* parse zeroes the struct: padding compares */
         fail("a config changed on its way through JSON", json);
-    (void)ds_config_param_count(a);     /* `dstrain info`'s parameter count */
-    (void)ds_config_out_frames(a, 400);
+    (void)ds_model_config_param_count(a);     /* `dstrain info`'s parameter count */
+    (void)ds_model_config_out_frames(a, 400);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

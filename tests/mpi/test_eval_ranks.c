@@ -78,7 +78,7 @@ int main(void)
     ds_filter_stats fs;
     T_OK(be->ctx_create(0, NULL, &ctx));
     T_OK(ds_dataset_open(path, &d));
-    T_OK(ds_dataset_filter(d, &cfg, 0, 0, &keep, &n, &fs));
+    T_OK(ds_filter_dataset(d, &cfg, 0, 0, &keep, &n, &fs));
     const ds_model_limits lim = {BATCH, fs.max_frames, fs.max_labels};
     T_OK(ds_model_create(&cfg, be, ctx, DS_F32, &lim, &m));
     T_OK(ds_model_init_params(m, 7));

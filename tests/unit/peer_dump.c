@@ -96,9 +96,9 @@ static ds_status make_impossible(const ds_model_cfg *cfg, ds_batch *b)
         b->label_len[i] = 2;
     }
     int len = b->lengths[i];
-    while (len > 1 && ds_config_out_frames(cfg, len) >= b->label_len[i])
+    while (len > 1 && ds_model_config_out_frames(cfg, len) >= b->label_len[i])
         len--;
-    if (ds_config_out_frames(cfg, len) < 1 || ds_config_out_frames(cfg, len) >= b->label_len[i])
+    if (ds_model_config_out_frames(cfg, len) < 1 || ds_model_config_out_frames(cfg, len) >= b->label_len[i])
         return DS_FAIL(DS_ERR_ARG, "--impossible: cannot shorten utterance %d enough", i);
     for (int s = len; s < b->t; s++)
         for (int j = 0; j < b->f; j++)

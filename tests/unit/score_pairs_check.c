@@ -3,7 +3,7 @@
  *
  * Reads reference/hypothesis pairs from stdin, one a line as REF<TAB>HYP
  * (either may be empty; a line without a tab is an error), scores each with
- * ds_word_edits and ds_char_edits and prints one line a pair:
+ * ds_decode_word_edits and ds_decode_char_edits and prints one line a pair:
  *
  *   pair WORD_EDITS REF_WORDS CHAR_EDITS REF_CHARS
  *
@@ -41,8 +41,8 @@ int main(void)
         *tab = '\0';
         const char *ref = line, *hyp = tab + 1;
         int words = -1, chars = -1;
-        int we = ds_word_edits(ref, hyp, &words);
-        int ce = ds_char_edits(ref, hyp, &chars);
+        int we = ds_decode_word_edits(ref, hyp, &words);
+        int ce = ds_decode_char_edits(ref, hyp, &chars);
         if (we < 0 || ce < 0) {
             fprintf(stderr, "score_pairs_check: line %ld: edit distance failed\n", lineno);
             free(line);

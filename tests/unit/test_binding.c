@@ -1,4 +1,4 @@
-/* test_binding.c - ds_bind_device over a table of (local rank, local size,
+/* test_binding.c - ds_device_bind over a table of (local rank, local size,
  * visible devices, transport) -> device, shared, ranks on the device, or
  * an error; the warning and error texts must name the ranks, the devices
  * and the fix. Also: every rank of a node reaches the same verdict, devices
@@ -72,7 +72,7 @@ static void check_row(size_t i, const row *r)
     ds_binding b;
     memset(&b, 0x5a, sizeof b);
     ds_clear_error();
-    ds_status st = ds_bind_device(r->local_rank, r->local_size, r->visible, r->nccl, &b);
+    ds_status st = ds_device_bind(r->local_rank, r->local_size, r->visible, r->nccl, &b);
     const char *text = st == DS_OK ? b.warning : ds_last_error();
     printf("row %2zu: local rank %3d of %3d, %d visible, %-4s -> ", i, r->local_rank, r->local_size,
            r->visible, r->nccl ? "nccl" : "mpi");
@@ -102,10 +102,10 @@ static void check_node_consistency(void)
             for (int nccl = 0; nccl < 2; nccl++) {
                 ds_binding first, b;
                 int count[16] = {0};
-                ds_status st0 = ds_bind_device(0, size, vis, nccl, &first);
+                ds_status st0 = ds_device_bind(0, size, vis, nccl, &first);
                 shapes++;
                 for (int r = 0; r < size; r++) {
-                    ds_status st = ds_bind_device(r, size, vis, nccl, &b);
+                    ds_status st = ds_device_bind(r, size, vis, nccl, &b);
                     bad += st != st0;
                     if (st != DS_OK || st0 != DS_OK)
                         continue;
@@ -117,7 +117,7 @@ static void check_node_consistency(void)
                 }
                 bad += (st0 == DS_OK) == (nccl && vis > 1 && size > vis);   /* NCCL fails exactly then */
                 for (int r = 0; r < size && st0 == DS_OK && vis > 1; r++) {
-                    ds_bind_device(r, size, vis, nccl, &b);
+                    ds_device_bind(r, size, vis, nccl, &b);
                     bad += b.ranks_on_device != count[b.device];
                 }
                 ds_clear_error();
@@ -136,12 +136,12 @@ static void check_texts_whole(void)
     for (int size = 2; size <= 4096; size = size * 3 / 2 + 1)
         for (int vis = 2; vis < size && vis <= 64; vis++, n++) {
             ds_binding b;
-            if (ds_bind_device(size - 1, size, vis, 0, &b) != DS_OK
+            if (ds_device_bind(size - 1, size, vis, 0, &b) != DS_OK
                 || strlen(b.warning) < sizeof tail
                 || strcmp(b.warning + strlen(b.warning) - (sizeof tail - 1), tail) != 0)
                 cut++;
             ds_clear_error();
-            if (ds_bind_device(0, size, vis, 1, &b) != DS_ERR_ARG
+            if (ds_device_bind(0, size, vis, 1, &b) != DS_ERR_ARG
                 || !strstr(ds_last_error(), "or use --allreduce mpi"))
                 cut++;
             ds_clear_error();
@@ -154,7 +154,7 @@ int main(void)
 {
     for (size_t i = 0; i < sizeof TABLE / sizeof TABLE[0]; i++)
         check_row(i, &TABLE[i]);
-    ds_status st = ds_bind_device(0, 1, 1, 0, NULL);
+    ds_status st = ds_device_bind(0, 1, 1, 0, NULL);
     T_CHECK(st == DS_ERR_ARG, "NULL result: %s", ds_status_name(st));
     ds_clear_error();
     check_node_consistency();

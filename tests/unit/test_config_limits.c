@@ -3,7 +3,7 @@
  * lookahead context 256), small in every other way so a step takes
  * milliseconds:
  *  - the config parses; one layer past each limit is refused, naming it;
- *  - the parameter count (ds_config_param_count, the model's tensors) equals
+ *  - the parameter count (ds_model_config_param_count, the model's tensors) equals
  *    a count by hand, and every tensor fits the table (DS_MAX_TENSORS: a
  *    32-layer bidirectional model once overflowed a 160-entry table);
  *  - the parameters are placed aligned, inside the flat buffer, disjoint;
@@ -203,7 +203,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     size_t hand_params;
     int hand_tensors;
     count_by_hand(cfg, &hand_params, &hand_tensors);
-    const size_t cfg_params = ds_config_param_count(cfg);
+    const size_t cfg_params = ds_model_config_param_count(cfg);
 
     ds_model *m = NULL;
     ds_optim *o = NULL;
@@ -220,7 +220,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     T_CHECK(nt == hand_tensors && nt <= DS_MAX_TENSORS, "%s %s: %d tensors, by hand %d, table %d",
             lc->name, dn, nt, hand_tensors, DS_MAX_TENSORS);
     T_CHECK(np == cfg_params && np == hand_params,
-            "%s %s: %zu parameters, ds_config_param_count %zu, by hand %zu", lc->name, dn, np,
+            "%s %s: %zu parameters, ds_model_config_param_count %zu, by hand %zu", lc->name, dn, np,
             cfg_params, hand_params);
     T_CHECK(span >= np, "%s %s: flat buffer of %zu for %zu parameters", lc->name, dn, span, np);
     t_placement pl;
@@ -366,7 +366,7 @@ static int write_temp(const char *text, char *path, size_t cap)
 }
 
 /* dstrain info on the config json: the parameter count by hand (which
- * ds_config_param_count must equal) and the layers. */
+ * ds_model_config_param_count must equal) and the layers. */
 static void check_info(const char *dstrain, const char *json, const ds_model_cfg *cfg)
 {
     char path[64], out[16384], want[256];
@@ -381,7 +381,7 @@ static void check_info(const char *dstrain, const char *json, const ds_model_cfg
     snprintf(want, sizeof want, "model %s: %zu parameters", cfg->name, hand);
     T_CHECK(strstr(out, want) != NULL, "dstrain info %s: no \"%s\" in:\n%s", cfg->name, want, out);
     snprintf(want, sizeof want, "rnn: %d x %s%s %d", cfg->rnn_layers, cfg->bidirectional ? "bi-" : "",
-             ds_cell_name(cfg->cell), cfg->hidden);
+             ds_config_cell_name(cfg->cell), cfg->hidden);
     T_CHECK(strstr(out, want) != NULL, "dstrain info %s: no \"%s\" in:\n%s", cfg->name, want, out);
     snprintf(want, sizeof want, "conv[%d]", cfg->n_conv - 1);
     T_CHECK(strstr(out, want) != NULL, "dstrain info %s: no \"%s\"", cfg->name, want);

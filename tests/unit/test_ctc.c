@@ -469,30 +469,30 @@ static void test_greedy(void)
         for (int k = 0; k < S; k++)
             sc[s * S + k] = k >= C ? 100.0 : (k == best[s] ? 1.0 : -1.0 + 0.1 * k);
     int out[T];
-    int n = ds_ctc_greedy(sc, T, S, C, 0, out);
+    int n = ds_decode_greedy(sc, T, S, C, 0, out);
     T_CHECK(n == 4 && out[0] == 2 && out[1] == 2 && out[2] == 3 && out[3] == 3,
             "greedy AA_AB_BB: %d labels", n);
 
     for (int k = 0; k < T * S; k++)
         sc[k] = k % S == 0 ? 1.0 : 0.0;   /* all blank */
-    T_CHECK(ds_ctc_greedy(sc, T, S, C, 0, out) == 0, "greedy all blank");
+    T_CHECK(ds_decode_greedy(sc, T, S, C, 0, out) == 0, "greedy all blank");
     for (int k = 0; k < T * S; k++)
         sc[k] = 0.5;                      /* ties: lowest index, the blank */
-    T_CHECK(ds_ctc_greedy(sc, T, S, C, 0, out) == 0, "greedy ties");
-    T_CHECK(ds_ctc_greedy(sc, T, S, C, 3, out) == 1 && out[0] == 0, "greedy ties, blank 3");
-    T_CHECK(ds_ctc_greedy(sc, 0, S, C, 0, out) == 0, "greedy no frames");
+    T_CHECK(ds_decode_greedy(sc, T, S, C, 0, out) == 0, "greedy ties");
+    T_CHECK(ds_decode_greedy(sc, T, S, C, 3, out) == 1 && out[0] == 0, "greedy ties, blank 3");
+    T_CHECK(ds_decode_greedy(sc, 0, S, C, 0, out) == 0, "greedy no frames");
 
     /* the same path from classes already chosen (the backend's argmax), two
      * utterances interleaved [t][2] as the model's frames are */
     int both[2 * T];
     for (int s = 0; s < T; s++)
         both[2 * s] = best[s], both[2 * s + 1] = (s % 3 == 0) ? 1 : 0;
-    n = ds_ctc_collapse(both, T, 2, 0, out);
+    n = ds_decode_collapse(both, T, 2, 0, out);
     T_CHECK(n == 4 && out[0] == 2 && out[1] == 2 && out[2] == 3 && out[3] == 3,
             "collapse AA_AB_BB: %d labels", n);
-    n = ds_ctc_collapse(both + 1, T, 2, 0, out);   /* 1 _ _ 1 _ _ 1 _ */
+    n = ds_decode_collapse(both + 1, T, 2, 0, out);   /* 1 _ _ 1 _ _ 1 _ */
     T_CHECK(n == 3 && out[0] == 1 && out[1] == 1 && out[2] == 1, "collapse 1__1__1_: %d labels", n);
-    T_CHECK(ds_ctc_collapse(both, 0, 2, 0, out) == 0, "collapse no frames");
+    T_CHECK(ds_decode_collapse(both, 0, 2, 0, out) == 0, "collapse no frames");
 
     /* through the alphabet: "HI" */
     double sc2[5 * DS_ALPHABET_SIZE] = {0};
@@ -501,21 +501,21 @@ static void test_greedy(void)
         sc2[s * DS_ALPHABET_SIZE + path[s]] = 1;
     int lab[5];
     char text[6];
-    n = ds_ctc_greedy(sc2, 5, DS_ALPHABET_SIZE, DS_ALPHABET_SIZE, DS_BLANK, lab);
-    ds_labels_to_text(lab, n, text);
+    n = ds_decode_greedy(sc2, 5, DS_ALPHABET_SIZE, DS_ALPHABET_SIZE, DS_BLANK, lab);
+    ds_alphabet_labels_to_text(lab, n, text);
     T_CHECK(strcmp(text, "HI") == 0, "greedy text '%s'", text);
 }
 
 static void check_words(const char *ref, const char *hyp, int edits, int words)
 {
-    int w = -1, e = ds_word_edits(ref, hyp, &w);
+    int w = -1, e = ds_decode_word_edits(ref, hyp, &w);
     T_CHECK(e == edits && w == words, "words '%s' vs '%s': %d edits of %d, want %d of %d", ref,
             hyp, e, w, edits, words);
 }
 
 static void check_chars(const char *ref, const char *hyp, int edits, int chars)
 {
-    int n = -1, e = ds_char_edits(ref, hyp, &n);
+    int n = -1, e = ds_decode_char_edits(ref, hyp, &n);
     T_CHECK(e == edits && n == chars, "chars '%s' vs '%s': %d edits of %d, want %d of %d", ref,
             hyp, e, n, edits, chars);
 }
@@ -557,8 +557,8 @@ static void test_edit_counts(void)
     check_chars("ABC", "CBA", 2, 3);
     test_long_transcript();
 
-    T_CHECK(ds_word_edits("A B", "A", NULL) == 1, "NULL ref_words");
-    T_CHECK(ds_char_edits("A B", "A", NULL) == 1, "NULL ref_chars");
+    T_CHECK(ds_decode_word_edits("A B", "A", NULL) == 1, "NULL ref_words");
+    T_CHECK(ds_decode_char_edits("A B", "A", NULL) == 1, "NULL ref_chars");
 }
 
 static void test_alphabet(void)
@@ -574,12 +574,12 @@ static void test_alphabet(void)
 
     int lab[32];
     char back[33];
-    int n = ds_text_to_labels("it's a Test", lab, 32);
-    ds_labels_to_text(lab, n > 0 ? n : 0, back);
+    int n = ds_alphabet_text_to_labels("it's a Test", lab, 32);
+    ds_alphabet_labels_to_text(lab, n > 0 ? n : 0, back);
     T_CHECK(n == 11 && strcmp(back, "IT'S A TEST") == 0, "round trip: %d '%s'", n, back);
-    T_CHECK(ds_text_to_labels("A1", lab, 32) == -1, "digit rejected");
-    T_CHECK(ds_text_to_labels("ABC", lab, 2) == -1, "capacity respected");
-    T_CHECK(ds_text_to_labels("", lab, 0) == 0, "empty text");
+    T_CHECK(ds_alphabet_text_to_labels("A1", lab, 32) == -1, "digit rejected");
+    T_CHECK(ds_alphabet_text_to_labels("ABC", lab, 2) == -1, "capacity respected");
+    T_CHECK(ds_alphabet_text_to_labels("", lab, 0) == 0, "empty text");
 }
 
 int main(int argc, char **argv)

@@ -94,12 +94,12 @@ static void check_case(const gc_case *c)
     t_placement pl;
     T_OK_CASE(t_check_placement(m, &pl));
     T_CHECK(pl.misaligned == 0 && pl.outside == 0 && pl.overlapping == 0 && pl.bad_offset == 0 &&
-                pl.count_sum == np && np == ds_config_param_count(&cfg) &&
+                pl.count_sum == np && np == ds_model_config_param_count(&cfg) &&
                 (strcmp(be->name, "cpu") != 0 || pl.misaligned_rnn == 0),
             "%s: placement: %d misaligned (+%d recurrent), %d outside, %d overlapping, %d bad "
             "offsets; counts %zu, param_count %zu, config %zu",
             c->name, pl.misaligned, pl.misaligned_rnn, pl.outside, pl.overlapping, pl.bad_offset,
-            pl.count_sum, np, ds_config_param_count(&cfg));
+            pl.count_sum, np, ds_model_config_param_count(&cfg));
     double *p = malloc(np * sizeof *p), *an = malloc(np * sizeof *an), *fd = malloc(np * sizeof *fd);
     ds_loss l;
     st = ds_model_get(m, DS_PARAMS, p);

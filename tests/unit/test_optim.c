@@ -598,7 +598,7 @@ static void test_parse(void)
         ds_lr_kind got = (ds_lr_kind)((k + 1) % 3);
         T_CHECK(ds_optim_parse_schedule(scheds[k], &got) == DS_OK && got == (ds_lr_kind)k,
                 "--lr-schedule %s not accepted", scheds[k]);
-        T_CHECK(!strcmp(ds_lr_schedule_name(got), scheds[k]), "schedule name %s", scheds[k]);
+        T_CHECK(!strcmp(ds_optim_lr_schedule_name(got), scheds[k]), "schedule name %s", scheds[k]);
     }
     const char *bad[] = {"", "SGD", "adam", "sgd ", "adamw2", "constant"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

@@ -12,7 +12,7 @@
 #include "score.h"
 #include "synthetic.h"
 #include "testutil.h"
-#include "step.h"
+#include "stepper.h"
 
 #define MAX_STEPS 400
 #define CHECK_EVERY 20

@@ -31,7 +31,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "step.h"
+#include "stepper.h"
 #include "synthetic.h"
 #include "testutil.h"
 

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "step.h"
+#include "stepper.h"
 #include "synthetic.h"
 #include "testutil.h"
 #include "train.h"

@@ -12,7 +12,7 @@
 static void expect_norm(const char *in, const char *want, long dropped)
 {
     char buf[256];
-    ds_unknown_stats st;
+    ds_transcript_stats st;
     memset(&st, 0, sizeof st);
     int skip = -1;
     snprintf(buf, sizeof buf, "%s", in);
@@ -50,7 +50,7 @@ static void test_policies(void)
 {
     const char *text = "It's 5 o'clock, caf\xC3\xA9!";
     char buf[64];
-    ds_unknown_stats st;
+    ds_transcript_stats st;
     int skip;
 
     memset(&st, 0, sizeof st);
@@ -99,20 +99,20 @@ static void test_parse(void)
 {
     const char *names[] = {"drop-char", "skip-utterance", "error"};
     for (int i = 0; i < 3; i++) {
-        ds_unknown_policy p = (ds_unknown_policy)-1;
-        T_CHECK(ds_unknown_policy_parse(names[i], &p) == DS_OK && (int)p == i &&
-                    strcmp(ds_unknown_policy_name(p), names[i]) == 0, "parse %s", names[i]);
+        ds_transcript_policy p = (ds_transcript_policy)-1;
+        T_CHECK(ds_transcript_policy_parse(names[i], &p) == DS_OK && (int)p == i &&
+                    strcmp(ds_transcript_policy_name(p), names[i]) == 0, "parse %s", names[i]);
     }
-    ds_unknown_policy p;
+    ds_transcript_policy p;
     ds_clear_error();
-    T_CHECK(ds_unknown_policy_parse("drop", &p) == DS_ERR_ARG && strstr(ds_last_error(), "drop"),
+    T_CHECK(ds_transcript_policy_parse("drop", &p) == DS_ERR_ARG && strstr(ds_last_error(), "drop"),
             "bad policy: %s", ds_last_error());
 }
 
 /* Merged statistics and the report's lines. */
 static void test_report(void)
 {
-    ds_unknown_stats a, b;
+    ds_transcript_stats a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     char t1[] = "one, two; 3", t2[] = "caf\xC3\xA9\x01";
@@ -121,7 +121,7 @@ static void test_report(void)
             "first");
     T_CHECK(ds_transcript_normalize(t2, DS_UNKNOWN_SKIP_UTTERANCE, "s", &b, &skip) == DS_OK,
             "second");
-    ds_unknown_merge(&a, &b);
+    ds_transcript_stats_merge(&a, &b);
     T_CHECK(a.count[','] == 1 && a.count[';'] == 1 && a.count['3'] == 1 && a.count[0xC3] == 1 &&
                 a.count[0x01] == 1 && a.dropped_chars == 3 && a.skipped_utterances == 1,
             "merge");
@@ -132,7 +132,7 @@ static void test_report(void)
     T_CHECK(f != NULL, "open_memstream");
     if (!f)
         return;
-    ds_unknown_report(&a, f);
+    ds_transcript_stats_report(&a, f);
     T_CHECK(fclose(f) == 0, "closing the memstream");
     const char *want[] = {"',' ", "';' ", "'3' ", "\\xC3 ", "\\x01 ", "dropped 3 characters",
                           "skipped 1 utterances"};
@@ -145,7 +145,7 @@ static void test_report(void)
     text = NULL;
     f = open_memstream(&text, &len);
     if (f) {
-        ds_unknown_report(&b, f);
+        ds_transcript_stats_report(&b, f);
         T_CHECK(fclose(f) == 0 && len == 0, "report of nothing printed %zu bytes", len);
     }
     free(text);

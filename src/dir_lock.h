@@ -1,8 +1,8 @@
-/* dirlock.h - one run at a time in a folder: an exclusive flock on
+/* dir_lock.h - one run at a time in a folder: an exclusive flock on
  * DIR/.dstrain.lock, held for the run's life, the file naming its holder
  * (host, process, start) so that a second run is refused with those. */
-#ifndef DS_DIRLOCK_H
-#define DS_DIRLOCK_H
+#ifndef DS_DIR_LOCK_H
+#define DS_DIR_LOCK_H
 
 #include "status.h"
 

@@ -1,9 +1,9 @@
-/* step.h - one training step, queued on the backend without waiting on it,
+/* stepper.h - one training step, queued on the backend without waiting on it,
  * and its metrics read by the host afterwards (after the next step has been
  * launched, or at once where the caller needs them: printing, checkpoints).
  * Nothing here allocates after ds_stepper_create. */
-#ifndef DS_STEP_H
-#define DS_STEP_H
+#ifndef DS_STEPPER_H
+#define DS_STEPPER_H
 
 #include "batch.h"
 #include "model.h"
@@ -30,12 +30,6 @@ typedef struct ds_stepper ds_stepper;
 
 /* d may be NULL (one process). */
 ds_status ds_stepper_create(ds_model *m, ds_optim *o, const ds_dist *d, ds_stepper **out);
-/* Fault tests: the next launched step on this rank gets a NaN logit before
- * its loss (DS_POISON_LOSS: the loss and its gradients follow) or an Inf in
- * its logits gradient before backward (DS_POISON_GRAD, as an FP16 overflow
- * would); the reduction spreads either to every rank. */
-enum { DS_POISON_NONE, DS_POISON_LOSS, DS_POISON_GRAD };
-void ds_stepper_poison_next(ds_stepper *s, int kind);
 void ds_stepper_destroy(ds_stepper *s);
 /* Queues one optimisation step on b: forward, CTC, backward (gradients
  * reduced across ranks as they become final), clip and update decided on the

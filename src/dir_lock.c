@@ -1,5 +1,6 @@
-/* dirlock.c - see dirlock.h. */
-#include "dirlock.h"
+/* dir_lock.c - one run at a time in a folder (flock on .dstrain.lock); see
+ * dir_lock.h. */
+#include "dir_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,13 @@
-/* step.c - see step.h. Each launched step copies its loss and optimizer
+/* stepper.c - one training step queued on the backend, its metrics read
+ * later; see stepper.h. Each launched step copies its loss and optimizer
  * scalars into one of two pinned host slots and records an event there;
  * collecting waits on that event only. */
-#include "step.h"
+#include "stepper.h"
 
 #include <stdlib.h>
 #include <time.h>
+
+#include "fault_seam.h"
 
 enum { SLOTS = 2, SLOT_DOUBLES = DS_LOSS_SCALARS + DS_OPT_SCALARS };
 
