@@ -1,5 +1,5 @@
 /* batchnorm.cu - length-aware BatchNorm over a ds_view [n][c][p] (twin of
- * src/cpu/batchnorm.inc, whose formulas and precisions are kept here).
+ * cpu/batchnorm.inc, whose formulas and precisions are kept here).
  *
  * Only real positions (p / p_per_t < len[i]) enter the statistics and get
  * output; y is zero at padding and dx gets nothing there. Per-channel sums
@@ -324,7 +324,7 @@ static ds_status bn_map(ds_ctx *ctx, const ds_view *v, const int *len, const Op 
  * For float and double all three are T. For the 16-bit types S and M are
  * float: elements are widened on reading and rounded once on writing, so
  * each op computes what the float32 op computes on the widened inputs (the
- * CPU's emulation, src/cpu/ops_half.inc); the sums stay in double. */
+ * CPU's emulation, cpu/ops_half.inc); the sums stay in double. */
 
 struct bn_none {};
 

@@ -1,5 +1,5 @@
 /* conv.cu - 2-D convolution (h = time, w = frequency) through cuDNN, as the
- * CPU twin src/cpu/conv.inc: cross-correlation as PyTorch, NCHW.
+ * CPU twin cpu/conv.inc: cross-correlation as PyTorch, NCHW.
  *
  * Algorithms are timed once per layer, at start-up, and never in a step:
  *  - conv2d_work (start-up, the run's largest geometry of a layer) times the

@@ -1,5 +1,5 @@
 /* ctc.cu - CTC loss with log_softmax folded in, greedy argmax and the batch
- * loss (twin of src/cpu/ctc.inc, whose formulation is the reference).
+ * loss (twin of cpu/ctc.inc, whose formulation is the reference).
  *
  * Utterance i with T = len[i] frames and L labels runs over S = 2L+1
  * extended states: blank, l1, blank, ..., lL, blank (state j is a label when

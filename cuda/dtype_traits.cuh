@@ -4,7 +4,7 @@
  * two conversions every kernel goes through. Private to cuda/; cuda_ctx.h
  * includes it before any CUDA library header.
  *
- * The rule of the 16-bit tables (as src/cpu/ops_half.inc emulates them):
+ * The rule of the 16-bit tables (as cpu/ops_half.inc emulates them):
  * a kernel widens each 16-bit element it reads to float (exact), computes in
  * float (accumulating in double where the float32 kernel does), and rounds
  * each element it writes once, to nearest even. So implicit conversions and

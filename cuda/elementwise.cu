@@ -1,4 +1,4 @@
-/* elementwise.cu - padding mask and Hardtanh (twin of src/cpu/elementwise.inc).
+/* elementwise.cu - padding mask and Hardtanh (twin of cpu/elementwise.inc).
  * Arithmetic in ds_math_t<T> (float for the 16-bit types), one rounding per
  * element written. */
 #include "ops_cuda.h"

@@ -1,5 +1,5 @@
 /* layout.cu - conv maps [N][C][T][F] to sequences [T][N][C*F] and back (twin
- * of src/cpu/layout.inc). Both layouts keep a frame's f frequencies of one
+ * of cpu/layout.inc). Both layouts keep a frame's f frequencies of one
  * channel contiguous, so each kernel walks the side it writes in memory
  * order (one block per row of it) and the other side in runs of f. The
  * forward pass copies elements (any T); the backward adds in ds_math_t<T>,

@@ -1,5 +1,5 @@
 /* linear.cu - the fully connected layer through cuBLASLt (twin of
- * src/cpu/linear.inc).
+ * cpu/linear.inc).
  *
  * Row-major x [m][k] is column-major k x m with leading dimension k, so every
  * product below is written in cuBLASLt's column-major terms:

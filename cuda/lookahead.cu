@@ -1,5 +1,5 @@
 /* lookahead.cu - depthwise future-context convolution, no bias (twin of
- * src/cpu/lookahead.inc): each feature j of frame s mixes frames s .. s+k-1
+ * cpu/lookahead.inc): each feature j of frame s mixes frames s .. s+k-1
  * with its own weights; frames past the end count as zero.
  *
  * Frames are [n][h] rows, so threads run across e = i*h + j (coalesced) and

@@ -1,7 +1,7 @@
 /* ops_cuda.h - the CUDA ops, one template per op of ds_ops (src/backend.h
  * gives each op's contract and tensor shapes), T the compute element type
  * (float, double, __half, __nv_bfloat16). Each op family's .cu, named like
- * its CPU twin in src/cpu/, defines its ops and instantiates them for the
+ * its CPU twin in cpu/, defines its ops and instantiates them for the
  * four types; ops_table.cu puts them in the four tables. The other roles'
  * types follow from T (dtype_traits.cuh): stats and master are T for float
  * and double and float for the 16-bit types; the scalar role is always

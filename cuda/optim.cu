@@ -1,5 +1,5 @@
 /* optim.cu - the gradient norm and the optimizer updates on flat buffers
- * (twin of src/cpu/optim.inc).
+ * (twin of cpu/optim.inc).
  *
  * sumsq is a deterministic two-pass reduction in double: per-block partial
  * sums into ctx->partials, then one block adds them in a fixed order. A step

@@ -1,7 +1,7 @@
 /* rnn.cu - one recurrent layer (LSTM, GRU, tanh or ReLU RNN), one or two
  * directions, on cuDNN's RNN API (v8/v9: cudnnRNNForward,
  * cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8). CPU twin:
- * src/cpu/rnn.inc; contract: ds_rnn_desc / ds_rnn_layout in backend.h.
+ * cpu/rnn.inc; contract: ds_rnn_desc / ds_rnn_layout in backend.h.
  *
  * The layer's weight span IS cuDNN's weight space: rnn_plan reads where
  * cuDNN keeps each gate's matrix and bias (cudnnGetRNNWeightParams), checks

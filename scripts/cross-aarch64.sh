@@ -35,7 +35,7 @@ CPU op tests under qemu-user:
   build      every target of the project (libraries, dstrain, the test
              and bench programs), then checks that dstrain is an aarch64
              program whose CPU ops use NEON (fmla on v registers: GCC
-             lowers the vector-extension loops of src/cpu/ to NEON)
+             lowers the vector-extension loops of cpu/ to NEON)
   tests      ctest -R REGEX in $build: each test program runs under
              qemu-aarch64 -L SYSROOT (the toolchain file's
              CMAKE_CROSSCOMPILING_EMULATOR)

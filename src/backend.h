@@ -1,6 +1,6 @@
 /* backend.h - the seam between the model and the hardware.
  *
- * A backend (src/cpu/, cuda/) owns all tensor memory and runs every op. The
+ * A backend (cpu/, cuda/) owns all tensor memory and runs every op. The
  * core never dereferences a tensor pointer: it reaches memory only through
  * to_host / from_host and the ops. Ops take the backend's context first (a
  * stream on the GPU) and are queued in order on it; ds_backend.ops(dtype)

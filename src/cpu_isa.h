@@ -1,6 +1,6 @@
 /* cpu_isa.h - which instruction set the CPU backend's ops run on.
  *
- * The CPU op tables are compiled once per instruction set (src/cpu/real.h:
+ * The CPU op tables are compiled once per instruction set (cpu/real.h:
  * the vector width and register tiles of each), and one of them serves the
  * whole process: the widest the host can run, or the one DSTRAIN_CPU_ISA
  * names (avx512 | avx2 | baseline on x86-64; neon, or baseline, on aarch64;

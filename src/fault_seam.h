@@ -1,8 +1,8 @@
 /* fault_seam.h - the fault-injection seam: test and fault-injection only,
- * not part of the API. The hooks by which DSTRAIN_FAULT (src/app/fault.c)
+ * not part of the API. The hooks by which DSTRAIN_FAULT (app/fault.c)
  * and the tests make a step fail as a diverged model, an FP16 overflow or a
  * killed checkpoint write would. Included only by fault.c, the files that
- * define these hooks (model_pass.c, h5io.c, src/app/stepper.c) and tests. */
+ * define these hooks (model_pass.c, h5io.c, app/stepper.c) and tests. */
 #ifndef DS_FAULT_SEAM_H
 #define DS_FAULT_SEAM_H
 
@@ -27,7 +27,7 @@ ds_status ds_model_poison_logits(ds_model *m);
  * (> 0) of it are written; 0: off. */
 void ds_h5_fault_kill_after(size_t bytes);
 
-/* src/app/stepper.c (app layer; declared here so that the seam is one
+/* app/stepper.c (app layer; declared here so that the seam is one
  * header): the next launched step on this rank gets fault kind
  * (DS_POISON_*); the reduction spreads it to every rank. */
 struct ds_stepper;

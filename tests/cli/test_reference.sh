@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The command line's own description of itself, checked against its reference
 # (docs/cli.md, linked from the README) and against what the parser accepts.
-# The option tables (src/app/cli_*.c, cli_flags.h) make getopt_long's arrays,
+# The option tables (app/cli_*.c, cli_flags.h) make getopt_long's arrays,
 # every --help and docs/cli.md's reference (dstrain help --markdown); these
 # checks catch the ways they can still part.
 # usage: test_reference.sh readme|help|suggest DSTRAIN SOURCE_DIR
@@ -63,7 +63,7 @@ help)
   done
   # every option in the sources' tables: in its command's --help (hidden ones
   # excepted) and in docs/cli.md's section for that command
-  for f in "$src"/src/app/cli_*.c; do
+  for f in "$src"/app/cli_*.c; do
     names=$( { grep -ohE 'DS_FLAG_(ARG|SWITCH)\([A-Za-z0-9_]+, "[a-z0-9-]+"' "$f" | sed -E 's/.*"(.*)"/\1/'
                grep -ohE '\{\.name = "[a-z0-9-]+", \.has_arg' "$f" | sed -E 's/.*"(.*)".*/\1/'; } )
     for n in $names; do

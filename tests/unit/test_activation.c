@@ -1,11 +1,11 @@
 /* test_activation.c - the CPU's float exp, sigmoid and tanh
- * (src/cpu/activation_f32.h) against double-precision libm: every float in
+ * (cpu/activation_f32.h) against double-precision libm: every float in
  * a dense sweep, the region where tanh switches formula, tiny and huge
  * arguments, and the limits. Errors in ulps of the exact float result. */
 #include <math.h>
 #include <stdio.h>
 
-#include "../../src/cpu/activation_f32.h"
+#include "../../cpu/activation_f32.h"
 #include "testutil.h"
 
 /* |got - want| in units of the last place of want (as a float). */

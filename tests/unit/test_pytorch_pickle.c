@@ -1,4 +1,4 @@
-/* test_pytorch_pickle.c - the state_dict pickles of src/pytorch:
+/* test_pytorch_pickle.c - the state_dict pickles of pytorch/:
  *  - our writer's pickle read back by our reader: keys, dtypes, shapes,
  *    contiguous strides, storage keys and sizes (the end-to-end check with
  *    real torch is tests/peer/pytorch_export_check.py);

@@ -12,8 +12,8 @@
 
 #include <cblas.h>
 
-#include "../convert.h"
-#include "../cpu_isa.h"
+#include "convert.h"
+#include "cpu_isa.h"
 #include "cpu_ctx.h"
 
 char *openblas_get_config(void);   /* OpenBLAS: version, target and threading */

@@ -1,12 +1,12 @@
-/* cpu_ctx.h - the CPU backend's context, private to src/cpu/: the device
+/* cpu_ctx.h - the CPU backend's context, private to cpu/: the device
  * number and the float scratch the FP16/BF16 emulation converts through. */
 #ifndef DS_CPU_CTX_H
 #define DS_CPU_CTX_H
 
 #include <stddef.h>
 
-#include "../backend.h"
-#include "../range_log.h"
+#include "backend.h"
+#include "range_log.h"
 
 enum { DS_CPU_SCRATCH_SLOTS = 8 };   /* the most compute-role tensors one op touches */
 

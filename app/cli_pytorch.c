@@ -1,7 +1,7 @@
 /* cli_pytorch.c - `dstrain export --pytorch` (a checkpoint as a PyTorch
  * state_dict in deepspeech.pytorch's DeepSpeech layout) and `dstrain import
  * --pytorch` (such a state_dict as a checkpoint). The file format is
- * src/pytorch/pt_file.h, the names and shapes src/pytorch/ds_layout.h. */
+ * pytorch/pt_file.h, the names and shapes pytorch/ds_layout.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
