@@ -354,6 +354,15 @@ int ds_flags_error(const ds_flags *p, const char *fmt, ...)
     return 2;
 }
 
+int ds_flags_done(const ds_flags *p, int bad, int argc, char **argv)
+{
+    if (bad)
+        return 2;   /* reported where it was read */
+    if (optind < argc)
+        return ds_flags_error(p, "unexpected argument \"%s\"", argv[optind]);
+    return 0;
+}
+
 int ds_flags_num(const ds_flags *p, double lo, double hi, double *out)
 {
     const char *s = optarg ? optarg : "";

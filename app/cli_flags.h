@@ -143,6 +143,10 @@ int ds_flags_bad(const ds_flags *p, const char *fmt, ...) __attribute__((format(
 /* A usage error not tied to one argument ("--op mpi takes no --transport
  * nccl"): "PREFIX: " and the message, to stderr; returns 2. */
 int ds_flags_error(const ds_flags *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After the option loop of a program that takes no operand: 2 when an
+ * option was bad (bad != 0: already reported) or an operand is left
+ * (reported here), else 0. */
+int ds_flags_done(const ds_flags *p, int bad, int argc, char **argv);
 /* 1: from now on the functions above, ds_flags_begin's --help included,
  * print nothing (an MPI job's ranks but 0, which parse the same words);
  * 0: they print again. */

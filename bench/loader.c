@@ -161,10 +161,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         default: return ds_flags_unhandled(&fl, c);
         }
     }
-    if (bad)
-        return 2;
-    if (optind < argc)
-        return ds_flags_error(&fl, "unexpected argument \"%s\"", argv[optind]);
+    if ((c = ds_flags_done(&fl, bad, argc, argv)) != 0)
+        return c;
     if (!o->data && !o->make)
         return ds_flags_error(&fl, "--data FILE.h5 is required (or --make OUT.h5)");
     return 0;
