@@ -157,6 +157,23 @@ static void hint(const ds_flag_cmd *cmd)
     fprintf(e, " --help lists its options)\n");
 }
 
+/* "PROGRAM: MESSAGE" and the --help hint on stderr; returns 2, the exit
+ * status of a bad command line. */
+static int refuse(const ds_flag_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse(const ds_flag_cmd *cmd, const char *fmt, ...)
+{
+    FILE *e = to(stderr);
+    prefix(e, cmd);
+    fputs(": ", e);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(e, fmt, ap);
+    va_end(ap);
+    fputc('\n', e);
+    hint(cmd);
+    return 2;
+}
+
 /* arg: the word as given; name[0..len): the option's name in it. */
 static int unknown(const ds_flag_cmd *cmd, const char *arg, const char *name, size_t len)
 {
@@ -253,14 +270,9 @@ int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
             return 0;
         }
         const ds_flag *s = a[1] != '-' ? find_short(cmd, a[1]) : NULL;
-        if (s && !a[2] && ++i == argc) {   /* -n 20 or -n20 */
-            FILE *e = to(stderr);
-            prefix(e, cmd);
-            fprintf(e, ": option -%c needs an argument: -%c %s\n", s->short_name, s->short_name,
-                    s->metavar);
-            hint(cmd);
-            return 2;
-        }
+        if (s && !a[2] && ++i == argc)   /* -n 20 or -n20 */
+            return refuse(cmd, "option -%c needs an argument: -%c %s", s->short_name,
+                          s->short_name, s->metavar);
         if (s)
             continue;
         if (a[1] != '-')   /* -batch: one dash */
@@ -274,21 +286,11 @@ int ds_flags_begin(ds_flags *p, const ds_flag_cmd *cmd, int argc, char **argv)
             ds_flags_help(to(stdout), cmd);
             return 0;
         }
-        if (!f->has_arg && name[len]) {
-            FILE *e = to(stderr);
-            prefix(e, cmd);
-            fprintf(e, ": option --%s takes no argument (given %s)\n", f->name, a);
-            hint(cmd);
-            return 2;
-        }
-        if (f->has_arg && !name[len] && ++i == argc) {
-            FILE *e = to(stderr);
-            prefix(e, cmd);
-            fprintf(e, ": option --%s needs an argument: --%s %s\n", f->name, f->name,
-                    f->metavar);
-            hint(cmd);
-            return 2;
-        }
+        if (!f->has_arg && name[len])
+            return refuse(cmd, "option --%s takes no argument (given %s)", f->name, a);
+        if (f->has_arg && !name[len] && ++i == argc)
+            return refuse(cmd, "option --%s needs an argument: --%s %s", f->name, f->name,
+                          f->metavar);
     }
     optind = 1;
     opterr = 0;
