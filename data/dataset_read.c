@@ -577,6 +577,7 @@ static int widen_portable(float *dst, const uint16_t *src, size_t n)
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* The same with F16C's vcvtph2ps, 8 values an instruction. */
@@ -606,8 +607,9 @@ static int use_f16c(void)
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *want = getenv("DSTRAIN_CPU_ISA");
-        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")
-            && !(want && strcmp(want, "baseline") == 0);
+        unsigned a, b, c = 0, d;   /* F16C from cpuid: clang's builtin does not name it */
+        const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        v = f16c && __builtin_cpu_supports("avx") && !(want && strcmp(want, "baseline") == 0);
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;
