@@ -1,12 +1,14 @@
 /* real.h - the element type and the instruction set of one instantiation of
- * the CPU ops. ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64 and
- * include ops_table.inc, which includes every op body (*.inc) once per type.
+ * the CPU ops. ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64,
+ * include ops_families.inc (every op family's body, cpu/<family>.inc, named
+ * like its CUDA twin cuda/<family>.cu) and write out their dtype's table.
  * CMake compiles the pair once per instruction set (DS_CPU_ISA: avx512,
  * avx2, baseline, neon; see cpu_isa.h), with that set's compiler flags, so
  * each table is built whole for the machine it runs on. Op bodies use `real`
- * and the macros below. Each (dtype, set) is its own translation unit, so the
- * static op functions keep their plain names (grep and gdb find rnn_fwd);
- * only the exported table, DS_CPU_OPS, differs: ds_cpu_ops_f32_avx2 ... */
+ * and the macros below. Each (dtype, set) is its own translation unit, so
+ * the static op functions keep one name written in the source, cpu_<op>
+ * (grep and gdb find cpu_rnn_fwd, as cuda_rnn_fwd<T> on the GPU); only the
+ * exported table, DS_CPU_OPS, differs: ds_cpu_ops_f32_avx2 ... */
 #ifndef DS_CPU_REAL_H
 #define DS_CPU_REAL_H
 

@@ -27,3 +27,10 @@ add_test(NAME parity_detects_fault
                  parity_detects_fault $<TARGET_FILE:parity_ops>)
 set_tests_properties(parity_detects_fault PROPERTIES TIMEOUT 600 LABELS parity
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+# ops_lookup_table: cuda/README.md's table of each op's CPU body, CUDA twin,
+# parity case and peer check holds for every op of ds_ops (sources only).
+add_test(NAME ops_lookup_table
+         COMMAND ${DSTRAIN_PEER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/parity/ops_lookup_check.py
+                 ${CMAKE_SOURCE_DIR})
+set_tests_properties(ops_lookup_table PROPERTIES TIMEOUT 60 LABELS parity)
