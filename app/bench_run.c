@@ -41,16 +41,17 @@ static ds_status draw_pool(bench_state *s)
     const ds_train_opts *o = &s->c->run;
     ds_rng rng;
     ds_rng_seed(&rng, o->seed ^ 0xbe4cULL);
-    const int global = o->batch * s->r.ranks, labels = ds_synthetic_max_labels(&o->model, o->max_frames);
+    const int global = o->batch * s->r.ranks.ranks,
+              labels = ds_synthetic_max_labels(&o->model, o->max_frames);
     s->n_pool = s->c->warmup + s->c->steps + 1 < POOL ? s->c->warmup + s->c->steps + 1 : POOL;
     for (int k = 0; k < s->n_pool; k++) {
         DS_TRY(ds_batch_alloc(&s->global[k], global, o->max_frames, o->model.n_features, global * labels));
         DS_TRY(ds_synthetic_batch_dist(&rng, &o->model, global, o->max_frames, s->c->dist, &s->global[k]));
-        if (s->r.ranks == 1)
+        if (s->r.ranks.ranks == 1)
             continue;
         DS_TRY(ds_batch_alloc(&s->share[k], o->batch, o->max_frames, o->model.n_features, global * labels));
         DS_TRY(ds_batch_alloc_global(&s->share[k], global));
-        DS_TRY(ds_batch_slice(&s->global[k], s->r.rank * o->batch, o->batch, &s->share[k]));
+        DS_TRY(ds_batch_slice(&s->global[k], s->r.ranks.rank * o->batch, o->batch, &s->share[k]));
         s->share[k].n_global = global;
         memcpy(s->share[k].global_lengths, s->global[k].lengths, (size_t)global * sizeof(int));
     }
@@ -64,14 +65,14 @@ static ds_status next_batch(bench_state *s, long k, const ds_batch **b, const ds
     if (s->n_pool) {
         const int i = (int)(k % s->n_pool);
         *global_b = &s->global[i];
-        *b = s->r.ranks == 1 ? &s->global[i] : &s->share[i];
+        *b = s->r.ranks.ranks == 1 ? &s->global[i] : &s->share[i];
         return DS_OK;
     }
     *global_b = NULL;
-    DS_TRY(ds_train_data_next_batch(&s->r, b));
+    DS_TRY(ds_train_data_next_batch(&s->r.data, b));
     if (!*b) {   /* the epoch ran out: begin another */
-        DS_TRY(ds_train_data_epoch_begin(&s->r, (int)(k + 1)));
-        DS_TRY(ds_train_data_next_batch(&s->r, b));
+        DS_TRY(ds_train_data_epoch_begin(&s->r.data, &s->r.pos, (int)(k + 1)));
+        DS_TRY(ds_train_data_next_batch(&s->r.data, b));
         if (!*b)
             return DS_FAIL(DS_ERR_ARG, "the data gives no batch of %d", s->c->run.batch);
     }
@@ -87,7 +88,7 @@ static void count_batch(bench_state *s, const ds_batch *b, const ds_batch *globa
     for (int i = 0; i < n; i++)
         frames += len[i];
     s->res->frames_per_step += frames;
-    s->res->audio_s += frames * s->r.feat.window_stride_s;
+    s->res->audio_s += frames * s->r.data.feat.window_stride_s;
     s->res->flops_per_step += ds_bench_flops(&s->c->run.model, len, n, s->c->mode);
 }
 
@@ -136,9 +137,9 @@ static void trace_range(bench_state *s, const ds_range_time *t, double step_at_m
 /* Adds one step's timed ranges: layers (fwd/bwd pairs) and phases. */
 static ds_status read_ranges(bench_state *s, double step_at_ms)
 {
-    const ds_backend *be = s->r.be;
+    const ds_backend *be = s->r.m.be;
     int n, lost;
-    DS_TRY(be->range_times(s->r.ctx, s->ranges, RANGE_SLOTS, &n, &lost));
+    DS_TRY(be->range_times(s->r.m.ctx, s->ranges, RANGE_SLOTS, &n, &lost));
     if (lost)
         return DS_FAIL(DS_ERR_ARG, "--profile layers: %d ranges of one step were not timed", lost);
     for (int i = 0; i < n; i++) {
@@ -163,13 +164,13 @@ static ds_status read_ranges(bench_state *s, double step_at_ms)
 
 static ds_status forward_step(bench_state *s, const ds_batch *b)
 {
-    ds_model *m = s->r.model;
+    ds_model *m = s->r.m.model;
     ds_loss loss;
     DS_TRY(ds_model_set_batch(m, b));
     if (b->n_global > 0)
         DS_TRY(ds_model_set_global_batch(m, b->global_lengths, b->n_global));
-    DS_RANGED(s->r.be, s->r.ctx, "forward", ds_model_forward(m, 1));
-    DS_RANGED(s->r.be, s->r.ctx, "loss", ds_model_loss(m, 0));
+    DS_RANGED(s->r.m.be, s->r.m.ctx, "forward", ds_model_forward(m, 1));
+    DS_RANGED(s->r.m.be, s->r.m.ctx, "loss", ds_model_loss(m, 0));
     return ds_model_read_loss(m, &loss, NULL);   /* waits for the step */
 }
 
@@ -179,7 +180,7 @@ static ds_status forward_step(bench_state *s, const ds_batch *b)
 static ds_status run_steps(bench_state *s)
 {
     const ds_bench_cfg *c = s->c;
-    const ds_backend *be = s->r.be;
+    const ds_backend *be = s->r.m.be;
     const long total = c->warmup + c->steps;
     const int pipelined = c->mode == DS_BENCH_TRAIN && c->profile == DS_PROFILE_NONE;
     double t_prev = now_ms();
@@ -187,15 +188,15 @@ static ds_status run_steps(bench_state *s)
         const int timed = k >= c->warmup && k < total;
         if (k == c->warmup) {   /* the profilers start with the first timed step */
             if (c->profile != DS_PROFILE_NONE)
-                DS_TRY(be->range_timing(s->r.ctx, RANGE_SLOTS));
+                DS_TRY(be->range_timing(s->r.m.ctx, RANGE_SLOTS));
             if (c->profile == DS_PROFILE_KERNELS)
-                DS_TRY(be->kernel_profile_start(s->r.ctx));
+                DS_TRY(be->kernel_profile_start(s->r.m.ctx));
             s->t_timed0 = now_ms();
         }
         const ds_batch *b = NULL, *gb = NULL;
         if (k < total || pipelined)   /* a pipelined run queues one step past the last */
             DS_TRY(next_batch(s, k, &b, &gb));
-        if (k < total && ds_fault_inject(s->r.rank, k + 1, NULL))
+        if (k < total && ds_fault_inject(s->r.ranks.rank, k + 1, NULL))
             return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf and nan are for dstrain train");
         const double step_at = now_ms() - s->t_timed0;
         if (c->mode == DS_BENCH_FORWARD) {
@@ -203,10 +204,10 @@ static ds_status run_steps(bench_state *s)
                 DS_TRY(forward_step(s, b));
         } else {
             if (b)
-                DS_TRY(ds_stepper_launch(s->r.stepper, b, ds_optim_lr(&s->r.ocfg, k, 0)));
+                DS_TRY(ds_stepper_launch(s->r.m.stepper, b, ds_optim_lr(&s->r.m.ocfg, k, 0)));
             ds_step_out out;
-            if (ds_stepper_pending(s->r.stepper) > (pipelined ? 1 : 0))
-                DS_TRY(ds_stepper_collect(s->r.stepper, &out));
+            if (ds_stepper_pending(s->r.m.stepper) > (pipelined ? 1 : 0))
+                DS_TRY(ds_stepper_collect(s->r.m.stepper, &out));
         }
         if (k == total)
             break;
@@ -219,9 +220,9 @@ static ds_status run_steps(bench_state *s)
         }
         t_prev = t;
     }
-    while (ds_stepper_pending(s->r.stepper) > 0) {
+    while (ds_stepper_pending(s->r.m.stepper) > 0) {
         ds_step_out out;
-        DS_TRY(ds_stepper_collect(s->r.stepper, &out));
+        DS_TRY(ds_stepper_collect(s->r.m.stepper, &out));
     }
     return DS_OK;
 }
@@ -230,7 +231,7 @@ static ds_status run_steps(bench_state *s)
 static ds_status finish(bench_state *s)
 {
     ds_bench_result *res = s->res;
-    const ds_backend *be = s->r.be;
+    const ds_backend *be = s->r.m.be;
     const int n = res->n_steps;
     res->frames_per_step /= n;
     res->flops_per_step /= n;
@@ -240,15 +241,15 @@ static ds_status finish(bench_state *s)
     for (int i = 0; i < res->n_phases; i++)
         res->phases[i].ms[0] /= n;
     if (s->c->profile == DS_PROFILE_KERNELS)
-        DS_TRY(be->kernel_profile_stop(s->r.ctx, s->c->trace_path, res->kernels, DS_BENCH_KERNELS,
+        DS_TRY(be->kernel_profile_stop(s->r.m.ctx, s->c->trace_path, res->kernels, DS_BENCH_KERNELS,
                                        &res->n_kernels));
     if (s->c->profile != DS_PROFILE_NONE)
-        DS_TRY(be->range_timing(s->r.ctx, 0));
+        DS_TRY(be->range_timing(s->r.m.ctx, 0));
     ds_backend_counters cnt;
-    be->counters(s->r.ctx, &cnt);
+    be->counters(s->r.m.ctx, &cnt);
     res->mem_bytes = cnt.bytes_in_use;
     if (s->c->measure_peak)
-        res->peak_flops = be->peak_flops(s->r.ctx, s->c->run.precision, s->c->run.compute.tf32,
+        res->peak_flops = be->peak_flops(s->r.m.ctx, s->c->run.precision, s->c->run.compute.tf32,
                                          res->peak_how, sizeof res->peak_how);
     return DS_OK;
 }
@@ -257,16 +258,16 @@ static ds_status bench(bench_state *s)
 {
     const ds_bench_cfg *c = s->c;
     DS_TRY(ds_train_run_open(&c->run, &s->r));
-    if (c->profile == DS_PROFILE_KERNELS && !s->r.be->kernel_profile_start)
+    if (c->profile == DS_PROFILE_KERNELS && !s->r.m.be->kernel_profile_start)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--profile kernels: the %s backend has no kernel "
-                       "profiler (--profile layers times its layers)", s->r.be->name);
-    s->res->ranks = s->r.ranks;
-    s->res->global_batch = c->run.batch * s->r.ranks;
+                       "profiler (--profile layers times its layers)", s->r.m.be->name);
+    s->res->ranks = s->r.ranks.ranks;
+    s->res->global_batch = c->run.batch * s->r.ranks.ranks;
     if (!c->run.train_path)
         DS_TRY(draw_pool(s));
     if (c->run.train_path)
-        DS_TRY(ds_train_data_epoch_begin(&s->r, 0));
-    if (c->profile == DS_PROFILE_LAYERS && c->trace_path && s->r.rank == 0) {
+        DS_TRY(ds_train_data_epoch_begin(&s->r.data, &s->r.pos, 0));
+    if (c->profile == DS_PROFILE_LAYERS && c->trace_path && s->r.ranks.rank == 0) {
         DS_TRY(ds_file_open_tmp(c->trace_path, "trace", s->trace_tmp, sizeof s->trace_tmp,
                                 &s->trace));
         fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", s->trace);

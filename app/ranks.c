@@ -13,14 +13,14 @@ enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal
 
 static ds_status hook_ready(void *user, size_t place)
 {
-    return ds_reducer_ready(((run_state *)user)->dist.reducer, place);
+    return ds_reducer_ready(((run_ranks *)user)->dist.reducer, place);
 }
 
 /* Synchronised BatchNorm: the moments summed over ranks by the transport;
  * the counts are known from the global batch. */
 static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
 {
-    return ds_reducer_sum(((run_state *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
+    return ds_reducer_sum(((run_ranks *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
 }
 
 ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)
@@ -37,13 +37,13 @@ ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype 
  * are stored (float32 master weights as float32), never as doubles. */
 static ds_status broadcast_params(run_state *r)
 {
-    return ds_model_share_params(r->model, ds_ranks_bcast_bytes, r->o->world);
+    return ds_model_share_params(r->m.model, ds_ranks_bcast_bytes, r->o->world);
 }
 
 static ds_status alloc_rank_buffers(run_state *r)
 {
-    r->gathered = calloc((size_t)r->ranks * GATHERED, sizeof *r->gathered);
-    r->sync_sums = calloc((size_t)r->ranks, sizeof *r->sync_sums);
+    r->ranks.gathered = calloc((size_t)r->ranks.ranks * GATHERED, sizeof *r->ranks.gathered);
+    r->ranks.sync_sums = calloc((size_t)r->ranks.ranks, sizeof *r->ranks.sync_sums);
     /* a host copy of the parameters as stored only for runs that check
      * (--check-sync), and here, before the first step, not at the first check */
     size_t bytes = 0;
@@ -51,14 +51,14 @@ static ds_status alloc_rank_buffers(run_state *r)
         void *dev;
         ds_dtype dt;
         size_t span;
-        DS_TRY(ds_model_flat_group(r->model, DS_PARAMS, k, &dev, &dt, &span));
+        DS_TRY(ds_model_flat_group(r->m.model, DS_PARAMS, k, &dev, &dt, &span));
         bytes += span * ds_dtype_size(dt);
     }
-    r->sync_bytes = bytes;
-    if (r->o->check_sync > 0 && !(r->sync_host = malloc(bytes ? bytes : 1)))
+    r->ranks.sync_bytes = bytes;
+    if (r->o->check_sync > 0 && !(r->ranks.sync_host = malloc(bytes ? bytes : 1)))
         return DS_FAIL(DS_ERR_MEM, "parameter checksum buffer (%zu bytes)", bytes);
-    if (!r->gathered || !r->sync_sums)
-        return DS_FAIL(DS_ERR_MEM, "per-rank buffers for %d ranks", r->ranks);
+    if (!r->ranks.gathered || !r->ranks.sync_sums)
+        return DS_FAIL(DS_ERR_MEM, "per-rank buffers for %d ranks", r->ranks.ranks);
     return DS_OK;
 }
 
@@ -74,37 +74,39 @@ static size_t sum_capacity(ds_model *m)
 ds_status ds_ranks_setup(run_state *r)
 {
     const ds_train_opts *o = r->o;
-    if (r->ranks == 1)
+    if (r->ranks.ranks == 1)
         return DS_OK;
     DS_TRY(alloc_rank_buffers(r));
     DS_TRY(broadcast_params(r));   /* fp16/bf16: the master copy, and the working copy from it */
-    const ds_dtype dt = ds_model_dtype(r->model);
+    const ds_dtype dt = ds_model_dtype(r->m.model);
     const size_t bucket = (size_t)(o->bucket_mb * 1024 * 1024) / ds_dtype_size(dt);
-    const ds_reducer_cfg rc = {.world = o->world, .kind = o->allreduce, .be = r->be, .ctx = r->ctx,
+    const ds_reducer_cfg rc = {.world = o->world, .kind = o->allreduce,
+                               .be = r->m.be, .ctx = r->m.ctx,
                                .device = o->world->device < 0 ? 0 : o->world->device, .dt = dt,
-                               .grads = ds_model_grads(r->model),
-                               .n = ds_model_param_span(r->model), .bucket_elems = bucket ? bucket : 1,
-                               .sum_capacity = sum_capacity(r->model),
+                               .grads = ds_model_grads(r->m.model),
+                               .n = ds_model_param_span(r->m.model),
+                               .bucket_elems = bucket ? bucket : 1,
+                               .sum_capacity = sum_capacity(r->m.model),
                                .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL,
                                .wire = o->reduce_dtype, .wire_set = o->reduce_dtype_set};
-    DS_TRY(ds_reducer_create(&rc, &r->dist.reducer));
-    r->dist.world = o->world;
+    DS_TRY(ds_reducer_create(&rc, &r->ranks.dist.reducer));
+    r->ranks.dist.world = o->world;
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
-                              .user = r};
-    ds_model_set_hooks(r->model, &h);
+                              .user = &r->ranks};
+    ds_model_set_hooks(r->m.model, &h);
     ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
-             r->ranks, ds_reducer_buckets(r->dist.reducer), o->bucket_mb,
+             r->ranks.ranks, ds_reducer_buckets(r->ranks.dist.reducer), o->bucket_mb,
              ds_reduce_kind_name(o->allreduce), o->local_bn ? "per-rank" : "synchronised");
     return DS_OK;
 }
 
-void ds_ranks_close(run_state *r)
+void ds_ranks_close(run_ranks *k)
 {
-    ds_reducer_destroy(r->dist.reducer);
-    r->dist.reducer = NULL;
-    free(r->gathered);
-    free(r->sync_host);
-    free(r->sync_sums);
+    ds_reducer_destroy(k->dist.reducer);
+    k->dist.reducer = NULL;
+    free(k->gathered);
+    free(k->sync_host);
+    free(k->sync_sums);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -113,35 +115,36 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-ds_status ds_ranks_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n)
+ds_status ds_ranks_gather_metrics(run_ranks *k, ds_world *world, const ds_step_out *out,
+                                  ds_step_metrics *s, int global_n)
 {
-    s->ranks = r->ranks;
+    s->ranks = k->ranks;
     s->loss = out->loss;
     s->n_infinite = out->n_infinite;
     s->samples_per_s = global_n / (s->step_ms / 1e3);
-    r->stop_signal = ds_stop_signal();   /* any rank's, below, when there are more */
-    if (r->ranks == 1)
+    k->stop_signal = ds_stop_signal();   /* any rank's, below, when there are more */
+    if (k->ranks == 1)
         return DS_OK;
     const double mine[GATHERED] = {s->step_ms, out->loss, out->n_infinite, ds_stop_signal()};
-    ds_world *w = r->o->world;
+    ds_world *w = world;
     ds_world_wait_begin(w, "gathering step metrics");
-    int rc = MPI_Allgather(mine, GATHERED, MPI_DOUBLE, r->gathered, GATHERED, MPI_DOUBLE, w->comm);
+    int rc = MPI_Allgather(mine, GATHERED, MPI_DOUBLE, k->gathered, GATHERED, MPI_DOUBLE, w->comm);
     ds_world_wait_end(w);
     DS_TRY(ds_mpi_check(rc, "MPI_Allgather of step metrics"));
     s->loss = 0;
     s->n_infinite = 0;
-    for (int k = 0; k < r->ranks; k++) {   /* the global loss: every rank's share, in rank order */
-        s->loss += r->gathered[k * GATHERED + 1];
-        s->n_infinite += (int)r->gathered[k * GATHERED + 2];
-        if (r->gathered[k * GATHERED + 3] != 0)   /* any rank signalled: all stop together */
-            r->stop_signal = (int)r->gathered[k * GATHERED + 3];
-        r->gathered[k] = r->gathered[k * GATHERED];   /* step times to the front, for sorting */
+    for (int i = 0; i < k->ranks; i++) {   /* the global loss: every rank's share, in rank order */
+        s->loss += k->gathered[i * GATHERED + 1];
+        s->n_infinite += (int)k->gathered[i * GATHERED + 2];
+        if (k->gathered[i * GATHERED + 3] != 0)   /* any rank signalled: all stop together */
+            k->stop_signal = (int)k->gathered[i * GATHERED + 3];
+        k->gathered[i] = k->gathered[i * GATHERED];   /* step times to the front, for sorting */
     }
-    qsort(r->gathered, (size_t)r->ranks, sizeof *r->gathered, cmp_double);
-    const double *t = r->gathered;
+    qsort(k->gathered, (size_t)k->ranks, sizeof *k->gathered, cmp_double);
+    const double *t = k->gathered;
     s->step_ms_min = t[0];
-    s->step_ms_max = t[r->ranks - 1];
-    s->step_ms_median = r->ranks % 2 ? t[r->ranks / 2] : (t[r->ranks / 2 - 1] + t[r->ranks / 2]) / 2;
+    s->step_ms_max = t[k->ranks - 1];
+    s->step_ms_median = k->ranks % 2 ? t[k->ranks / 2] : (t[k->ranks / 2 - 1] + t[k->ranks / 2]) / 2;
     s->samples_per_s = global_n / (s->step_ms_max / 1e3);
     s->buckets = out->timing.buckets;
     s->buckets_early = out->timing.started_early;
@@ -164,21 +167,22 @@ ds_status ds_ranks_check_sync(run_state *r, long step)
         void *dev;
         ds_dtype dt;
         size_t span;
-        DS_TRY(ds_model_flat_group(r->model, DS_PARAMS, k, &dev, &dt, &span));
+        DS_TRY(ds_model_flat_group(r->m.model, DS_PARAMS, k, &dev, &dt, &span));
         if (dev)
-            DS_TRY(r->be->to_host(r->ctx, dt, span, dev, r->sync_host + at));
+            DS_TRY(r->m.be->to_host(r->m.ctx, dt, span, dev, r->ranks.sync_host + at));
         at += span * ds_dtype_size(dt);
     }
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a over the bytes: any difference shows */
-    for (size_t i = 0; i < r->sync_bytes; i++)
-        h = (h ^ r->sync_host[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < r->ranks.sync_bytes; i++)
+        h = (h ^ r->ranks.sync_host[i]) * 1099511628211ULL;
     ds_world_wait_begin(r->o->world, "comparing parameter checksums");
-    int rc = MPI_Allgather(&h, 1, MPI_UINT64_T, r->sync_sums, 1, MPI_UINT64_T, r->o->world->comm);
+    int rc = MPI_Allgather(&h, 1, MPI_UINT64_T, r->ranks.sync_sums, 1, MPI_UINT64_T,
+                           r->o->world->comm);
     ds_world_wait_end(r->o->world);
     DS_TRY(ds_mpi_check(rc, "MPI_Allgather of parameter checksums"));
     char differ[256] = "";
-    for (int k = 1; k < r->ranks; k++)
-        if (r->sync_sums[k] != r->sync_sums[0] && strlen(differ) < sizeof differ - 16)
+    for (int k = 1; k < r->ranks.ranks; k++)
+        if (r->ranks.sync_sums[k] != r->ranks.sync_sums[0] && strlen(differ) < sizeof differ - 16)
             snprintf(differ + strlen(differ), sizeof differ - strlen(differ), "%s%d", *differ ? ", " : "", k);
     if (*differ)
         return DS_FAIL(DS_ERR_NUM, "after step %ld the parameters of rank(s) %s differ from rank 0's",
@@ -222,45 +226,45 @@ static int token_seen(const char *name, const char *value)
 ds_status ds_ranks_check_shared(run_state *r)
 {
     const ds_train_opts *o = r->o;
-    if (r->ranks <= 1)
+    if (r->ranks.ranks <= 1)
         return DS_OK;
     ds_world *w = o->world;
     char fp[16] = "", fp0[16] = "", name[NAME] = "", value[TOKEN] = "";
     ds_status st = DS_OK;
-    if (r->train)
-        ds_dataset_fingerprint(r->train, fp, sizeof fp);
+    if (r->data.train)
+        ds_dataset_fingerprint(r->data.train, fp, sizeof fp);
     memcpy(fp0, fp, sizeof fp);
-    if (r->rank == 0 && o->checkpoint_dir)
+    if (r->ranks.rank == 0 && o->checkpoint_dir)
         st = write_token(o->checkpoint_dir, name, value);
     int ok0 = st == DS_OK;
     DS_TRY(ds_world_bcast(w, &ok0, 1, MPI_INT, "the shared-folder token"));
     if (!ok0)
-        return r->rank == 0 ? st : DS_FAIL(DS_ERR_IO, "rank 0 could not write in the checkpoint "
-                                           "folder (see its message)");
+        return r->ranks.rank == 0 ? st : DS_FAIL(DS_ERR_IO, "rank 0 could not write in the "
+                                                 "checkpoint folder (see its message)");
     DS_TRY(ds_world_bcast(w, fp0, (int)sizeof fp0, MPI_CHAR, "the data's fingerprint"));
     DS_TRY(ds_world_bcast(w, name, NAME, MPI_CHAR, "the shared-folder token"));
     DS_TRY(ds_world_bcast(w, value, TOKEN, MPI_CHAR, "the shared-folder token"));
     /* per rank: [0] the folder unseen, [1] other data; and its host's name */
-    int *bad = calloc((size_t)r->ranks * 2, sizeof *bad);
-    unsigned char *hosts = calloc((size_t)r->ranks, HOST);
+    int *bad = calloc((size_t)r->ranks.ranks * 2, sizeof *bad);
+    unsigned char *hosts = calloc((size_t)r->ranks.ranks, HOST);
     if (!bad || !hosts) {
         free(bad);
         free(hosts);
-        return DS_FAIL(DS_ERR_MEM, "shared-file check of %d ranks", r->ranks);
+        return DS_FAIL(DS_ERR_MEM, "shared-file check of %d ranks", r->ranks.ranks);
     }
-    bad[2 * r->rank] = name[0] && r->rank != 0 && !token_seen(name, value);
-    bad[2 * r->rank + 1] = strcmp(fp, fp0) != 0;
-    if (bad[2 * r->rank] || bad[2 * r->rank + 1])
-        gethostname((char *)hosts + (size_t)r->rank * HOST, HOST - 1);
-    st = ds_world_allreduce_sum(w, bad, r->ranks * 2, MPI_INT, "the shared-file check");
+    bad[2 * r->ranks.rank] = name[0] && r->ranks.rank != 0 && !token_seen(name, value);
+    bad[2 * r->ranks.rank + 1] = strcmp(fp, fp0) != 0;
+    if (bad[2 * r->ranks.rank] || bad[2 * r->ranks.rank + 1])
+        gethostname((char *)hosts + (size_t)r->ranks.rank * HOST, HOST - 1);
+    st = ds_world_allreduce_sum(w, bad, r->ranks.ranks * 2, MPI_INT, "the shared-file check");
     if (st == DS_OK)
-        st = ds_world_allreduce_sum(w, hosts, r->ranks * HOST, MPI_UNSIGNED_CHAR,
+        st = ds_world_allreduce_sum(w, hosts, r->ranks.ranks * HOST, MPI_UNSIGNED_CHAR,
                                     "the shared-file check");
-    if (r->rank == 0 && name[0])
+    if (r->ranks.rank == 0 && name[0])
         unlink(name);
     char why[2048] = "";
     size_t len = 0;
-    for (int k = 0; st == DS_OK && k < r->ranks && len < sizeof why - 1; k++) {
+    for (int k = 0; st == DS_OK && k < r->ranks.ranks && len < sizeof why - 1; k++) {
         const char *host = (const char *)hosts + (size_t)k * HOST;
         if (bad[2 * k])
             len += (size_t)snprintf(why + len, sizeof why - len, "%srank %d on %s does not see "

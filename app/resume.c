@@ -20,7 +20,8 @@ static ds_status same_run(run_state *r, const char *path, const ds_ckpt_info *in
                        "%s, or not by a training run): cannot resume from it exactly", path,
                        info->version);
     char why[2048], notes[2048];
-    if (ds_run_config_diff(info->run_config, r->run_config, why, sizeof why, notes, sizeof notes))
+    if (ds_run_config_diff(info->run_config, r->loop.run_config, why, sizeof why, notes,
+                           sizeof notes))
         return DS_FAIL(DS_ERR_ARG, "%s: made by a different run, it cannot be resumed by this one: "
                        "%s", path, why);
     if (notes[0])
@@ -43,13 +44,13 @@ static ds_status take(run_state *r, const char *path, int *foreign)
         *foreign = 1;
         return st;
     }
-    DS_TRY(ds_checkpoint_load_resume(path, r->model, r->optim));
-    r->start_step = r->saved_step = r->tried_step = info.step;   /* not saved again */
-    r->tried_ended = info.next_epoch > info.epoch;
-    r->start_epoch = info.next_epoch;
-    r->start_batch = info.next_batch;
-    r->bad_run = info.bad_run;
-    memcpy(r->rng.s, info.rng, sizeof r->rng.s);
+    DS_TRY(ds_checkpoint_load_resume(path, r->m.model, r->m.optim));
+    r->pos.start_step = r->pos.saved_step = r->pos.tried_step = info.step;   /* not saved again */
+    r->pos.tried_ended = info.next_epoch > info.epoch;
+    r->pos.start_epoch = info.next_epoch;
+    r->pos.start_batch = info.next_batch;
+    r->pos.bad_run = info.bad_run;
+    memcpy(r->data.rng.s, info.rng, sizeof r->data.rng.s);
     return DS_OK;
 }
 
@@ -100,16 +101,18 @@ static ds_status choose(run_state *r, char *path, size_t cap)
 static ds_status send_resumed(run_state *r)
 {
     ds_world *w = r->o->world;
-    DS_TRY(ds_model_share_params(r->model, ds_ranks_bcast_bytes, w));
-    DS_TRY(ds_model_share_state(r->model, r->optim, ds_ranks_bcast_bytes, w));
-    long pos[6] = {r->start_step, r->tried_ended, r->start_epoch, r->start_batch, r->bad_run, 0};
+    DS_TRY(ds_model_share_params(r->m.model, ds_ranks_bcast_bytes, w));
+    DS_TRY(ds_model_share_state(r->m.model, r->m.optim, ds_ranks_bcast_bytes, w));
+    long pos[6] = {r->pos.start_step, r->pos.tried_ended, r->pos.start_epoch,
+                   r->pos.start_batch, r->pos.bad_run, 0};
     DS_TRY(ds_world_bcast(w, pos, 6, MPI_LONG, "the resumed position"));
-    DS_TRY(ds_world_bcast(w, r->rng.s, (int)sizeof r->rng.s, MPI_BYTE, "the resumed generator"));
-    r->start_step = r->saved_step = r->tried_step = pos[0];
-    r->tried_ended = (int)pos[1];
-    r->start_epoch = (int)pos[2];
-    r->start_batch = pos[3];
-    r->bad_run = pos[4];
+    DS_TRY(ds_world_bcast(w, r->data.rng.s, (int)sizeof r->data.rng.s, MPI_BYTE,
+                          "the resumed generator"));
+    r->pos.start_step = r->pos.saved_step = r->pos.tried_step = pos[0];
+    r->pos.tried_ended = (int)pos[1];
+    r->pos.start_epoch = (int)pos[2];
+    r->pos.start_batch = pos[3];
+    r->pos.bad_run = pos[4];
     return DS_OK;
 }
 
@@ -121,7 +124,7 @@ ds_status ds_resume_run(run_state *r)
     const int automatic = !strcmp(o->resume, "auto");
     if (automatic && !o->checkpoint_dir)
         return DS_FAIL(DS_ERR_ARG, "--resume auto looks in --checkpoint-dir: give one");
-    if (r->rank == 0) {
+    if (r->ranks.rank == 0) {
         if (automatic) {
             st = choose(r, path, sizeof path);
         } else {
@@ -131,16 +134,17 @@ ds_status ds_resume_run(run_state *r)
         }
     }
     int ok = st == DS_OK;   /* the others learn rank 0's verdict and its choice */
-    if (r->ranks > 1) {
+    if (r->ranks.ranks > 1) {
         DS_TRY(ds_world_bcast(o->world, &ok, 1, MPI_INT, "the resume verdict"));
         DS_TRY(ds_world_bcast(o->world, path, (int)sizeof path, MPI_CHAR, "the checkpoint to resume"));
     }
     if (!ok)
-        return r->rank == 0 ? st : DS_FAIL(DS_ERR_ARG, "rank 0 could not resume (see its message)");
-    if (r->ranks > 1 && path[0])   /* the file is read once, by rank 0 */
+        return r->ranks.rank == 0 ? st
+                                  : DS_FAIL(DS_ERR_ARG, "rank 0 could not resume (see its message)");
+    if (r->ranks.ranks > 1 && path[0])   /* the file is read once, by rank 0 */
         DS_TRY(send_resumed(r));
     if (path[0])
         ds_print("resumed from %s: step %ld, epoch %d, global batch %ld of the epoch\n", path,
-                 r->start_step, r->start_epoch, r->start_batch);
+                 r->pos.start_step, r->pos.start_epoch, r->pos.start_batch);
     return DS_OK;
 }

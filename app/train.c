@@ -23,29 +23,29 @@
 
 void ds_train_run_close(run_state *r)
 {
-    ds_ckpt_writer_destroy(r->ckpt);   /* a save in flight ends first, in the locked folder */
-    r->ckpt = NULL;
-    ds_log_close(&r->log);
-    ds_dir_lock_release(&r->ckpt_lock);
-    ds_train_data_close(r);
-    ds_ranks_close(r);
-    ds_stepper_destroy(r->stepper);
-    ds_scorer_destroy(r->scorer);
-    ds_optim_destroy(r->optim);
-    ds_model_destroy(r->model);
-    if (r->ctx)
-        r->be->ctx_destroy(r->ctx);
+    ds_ckpt_writer_destroy(r->loop.ckpt);   /* a save in flight ends first, in the locked folder */
+    r->loop.ckpt = NULL;
+    ds_log_close(&r->loop.log);
+    ds_dir_lock_release(&r->loop.ckpt_lock);
+    ds_train_data_close(&r->data);
+    ds_ranks_close(&r->ranks);
+    ds_stepper_destroy(r->m.stepper);
+    ds_scorer_destroy(r->loop.scorer);
+    ds_optim_destroy(r->m.optim);
+    ds_model_destroy(r->m.model);
+    if (r->m.ctx)
+        r->m.be->ctx_destroy(r->m.ctx);
 }
 
 static ds_status open_backend(run_state *r)
 {
     const ds_train_opts *o = r->o;
-    r->be = ds_backend_get(o->device);
-    if (!r->be)
+    r->m.be = ds_backend_get(o->device);
+    if (!r->m.be)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: this build has no such backend%s", o->device,
                        strcmp(o->device, "cuda") ? "" : " (configure with the CUDA toolkit present)");
     const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
-    return r->be->ctx_create(device, &o->compute, &r->ctx);
+    return r->m.be->ctx_create(device, &o->compute, &r->m.ctx);
 }
 
 /* Out of memory while planning (where: the backend's device or the host's
@@ -68,7 +68,7 @@ static ds_status planned(run_state *r, const ds_model_limits *lim, const char *w
 static void report_memory(run_state *r)
 {
     ds_backend_counters c;
-    r->be->counters(r->ctx, &c);
+    r->m.be->counters(r->m.ctx, &c);
     ds_print("%s memory planned: %.1f MiB in use, %.1f MiB at peak\n", r->o->device,
              c.bytes_in_use / 1048576.0, c.bytes_peak / 1048576.0);
 }
@@ -80,49 +80,52 @@ static ds_status describe_run(run_state *r)
     char features[256];
     if (o->train_path)
         snprintf(features, sizeof features, "%s %d Hz, window %g s, stride %g s, %d mels, %d mfcc",
-                 ds_feature_type_name(r->feat.type), r->feat.sample_rate, r->feat.window_size_s,
-                 r->feat.window_stride_s, r->feat.n_mels, r->feat.n_mfcc);
+                 ds_feature_type_name(r->data.feat.type), r->data.feat.sample_rate,
+                 r->data.feat.window_size_s, r->data.feat.window_stride_s, r->data.feat.n_mels,
+                 r->data.feat.n_mfcc);
     else
         snprintf(features, sizeof features, "synthetic");
     char fp[16];
-    if (r->train)
-        ds_dataset_fingerprint(r->train, fp, sizeof fp);
-    return ds_run_config_text(o, r->ranks, features, o->train_path ? r->n_keep : o->synthetic_utts,
-                              r->train ? fp : NULL, r->run_config, sizeof r->run_config);
+    if (r->data.train)
+        ds_dataset_fingerprint(r->data.train, fp, sizeof fp);
+    return ds_run_config_text(o, r->ranks.ranks, features,
+                              o->train_path ? r->data.n_keep : o->synthetic_utts,
+                              r->data.train ? fp : NULL, r->loop.run_config, sizeof r->loop.run_config);
 }
 
 ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
     r->o = o;
-    r->rank = o->world ? o->world->rank : 0;
-    r->ranks = o->world ? o->world->size : 1;
-    r->saved_step = r->tried_step = r->validated_step = -1;
+    r->ranks.rank = o->world ? o->world->rank : 0;
+    r->ranks.ranks = o->world ? o->world->size : 1;
+    r->pos.saved_step = r->pos.tried_step = r->pos.validated_step = -1;
     DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
-    DS_TRY(planned(r, &lim, "the host", ds_train_data_open(r, &lim)));
-    r->total = o->steps > 0 ? o->steps : r->per_epoch * (o->epochs > 0 ? o->epochs : 1);
-    r->ocfg = o->optim;
-    if (r->ocfg.total_steps <= 0)
-        r->ocfg.total_steps = r->total;
+    DS_TRY(planned(r, &lim, "the host",
+                   ds_train_data_open(&r->data, o, r->ranks.rank, r->ranks.ranks, &lim)));
+    r->loop.total = o->steps > 0 ? o->steps : r->data.per_epoch * (o->epochs > 0 ? o->epochs : 1);
+    r->m.ocfg = o->optim;
+    if (r->m.ocfg.total_steps <= 0)
+        r->m.ocfg.total_steps = r->loop.total;
     DS_TRY(planned(r, &lim, o->device,
-                   ds_model_create(&o->model, r->be, r->ctx, o->precision, &lim, &r->model)));
-    DS_TRY(ds_model_init_params(r->model, o->seed));
+                   ds_model_create(&o->model, r->m.be, r->m.ctx, o->precision, &lim, &r->m.model)));
+    DS_TRY(ds_model_init_params(r->m.model, o->seed));
     DS_TRY(planned(r, &lim, o->device, ds_ranks_setup(r)));
-    DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->model, &r->ocfg, &r->optim)));
+    DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->m.model, &r->m.ocfg, &r->m.optim)));
     DS_TRY(planned(r, &lim, o->device,
-                   ds_stepper_create(r->model, r->optim, &r->dist, &r->stepper)));
-    DS_TRY(ds_scorer_create(&o->model, &lim, &r->scorer));
+                   ds_stepper_create(r->m.model, r->m.optim, &r->ranks.dist, &r->m.stepper)));
+    DS_TRY(ds_scorer_create(&o->model, &lim, &r->loop.scorer));
     report_memory(r);
     if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */
         char h5[160];
         ds_print("note: %s\n", ds_h5_thread_mode(h5, sizeof h5));
     }
     DS_TRY(describe_run(r));
-    if (r->rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
+    if (r->ranks.rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
         DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
         /* before anything in it is removed or chosen to resume from */
-        DS_TRY(ds_dir_lock_take(o->checkpoint_dir, "checkpoint directory", &r->ckpt_lock));
+        DS_TRY(ds_dir_lock_take(o->checkpoint_dir, "checkpoint directory", &r->loop.ckpt_lock));
         int removed;
         if (ds_checkpoint_remove_partial(o->checkpoint_dir, &removed) != DS_OK) {
             /* harmless where it stays: a resume never chooses it */
@@ -134,16 +137,16 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
                      removed, removed == 1 ? "" : "s");
         /* the image's host memory now: a save later cannot fail for want of it */
         DS_TRY(planned(r, &lim, "the host",
-                       ds_ckpt_writer_create(r->model, r->optim, !o->checkpoint_sync,
-                                             o->checkpoint_dir, o->checkpoint_keep, &r->ckpt)));
+                       ds_ckpt_writer_create(r->m.model, r->m.optim, !o->checkpoint_sync,
+                                             o->checkpoint_dir, o->checkpoint_keep, &r->loop.ckpt)));
     }
     DS_TRY(ds_ranks_check_shared(r));
     if (o->resume)
         DS_TRY(ds_resume_run(r));
-    ds_progress_start(&r->progress, o->progress, r->start_step);
-    if (r->rank != 0)   /* rank 0 writes the log and the checkpoints */
+    ds_progress_start(&r->loop.progress, o->progress, r->pos.start_step);
+    if (r->ranks.rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
-    return ds_log_open(&r->log, o->log_path, r->start_step > 0);   /* a resume appends */
+    return ds_log_open(&r->loop.log, o->log_path, r->pos.start_step > 0);   /* a resume appends */
 }
 
 /* A save that failed: with --checkpoint-error continue a warning (the
@@ -166,11 +169,11 @@ static ds_status save_failed(run_state *r, long step, ds_status st, const char *
 static ds_status report_save(run_state *r, int wait)
 {
     ds_ckpt_done d;
-    if (!r->ckpt || !ds_ckpt_writer_poll(r->ckpt, wait, &d))
+    if (!r->loop.ckpt || !ds_ckpt_writer_poll(r->loop.ckpt, wait, &d))
         return DS_OK;
     if (d.st != DS_OK)
         return save_failed(r, d.step, d.st, d.msg);
-    r->saved_step = d.step;
+    r->pos.saved_step = d.step;
     const int sync = r->o->checkpoint_sync;
     /* training waited for the copy (and the save before it); for the write too when sync */
     const double stall = d.wait_s + d.take_s + (sync ? d.write_s : 0);
@@ -182,7 +185,7 @@ static ds_status report_save(run_state *r, int wait)
              "\"take_s\":%.4f,\"write_s\":%.4f,\"async\":%s}",
              ds_json_str(d.path, path, sizeof path), d.step, stall, d.wait_s, d.take_s, d.write_s,
              sync ? "false" : "true");
-    return ds_log_raw(&r->log, line);
+    return ds_log_raw(&r->loop.log, line);
 }
 
 /* A checkpoint after step (counted from 1) of epoch. The run goes on at the
@@ -194,20 +197,20 @@ static ds_status report_save(run_state *r, int wait)
  * go on at once. */
 static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
 {
-    r->tried_step = step;
-    r->tried_ended = ended;
-    if (r->rank != 0)
+    r->pos.tried_step = step;
+    r->pos.tried_ended = ended;
+    if (r->ranks.rank != 0)
         return DS_OK;
     DS_TRY(report_save(r, 1));   /* the save before: at most one in flight */
     char path[1024];
     snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
-    ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->feat, .norm = r->o->norm,
+    ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->data.feat, .norm = r->o->norm,
                          .next_epoch = ended ? epoch + 1 : epoch,
-                         .next_batch = ended ? 0 : r->batch_pos, .bad_run = r->bad_run};
-    memcpy(info.rng, r->rng.s, sizeof info.rng);
-    snprintf(info.run_config, sizeof info.run_config, "%s", r->run_config);
+                         .next_batch = ended ? 0 : r->data.batch_pos, .bad_run = r->pos.bad_run};
+    memcpy(info.rng, r->data.rng.s, sizeof info.rng);
+    snprintf(info.run_config, sizeof info.run_config, "%s", r->loop.run_config);
     ds_fault_arm_save(step);
-    ds_status st = ds_ckpt_writer_save(r->ckpt, path, &info);
+    ds_status st = ds_ckpt_writer_save(r->loop.ckpt, path, &info);
     if (st != DS_OK)
         return save_failed(r, step, st, ds_last_error());
     return r->o->checkpoint_sync ? report_save(r, 1) : DS_OK;
@@ -230,10 +233,10 @@ static int needs_sync(const run_state *r, long step)
 {
     const ds_train_opts *o = r->o;
     const long n = step + 1;
-    return n == r->total || (o->print_every > 0 && n % o->print_every == 0) ||
-           (o->check_sync > 0 && r->ranks > 1 && n % o->check_sync == 0) ||
+    return n == r->loop.total || (o->print_every > 0 && n % o->print_every == 0) ||
+           (o->check_sync > 0 && r->ranks.ranks > 1 && n % o->check_sync == 0) ||
            (o->checkpoint_dir && o->checkpoint_every > 0 && n % o->checkpoint_every == 0) ||
-           (r->val && o->val_every > 0 && n % o->val_every == 0);
+           (r->data.val && o->val_every > 0 && n % o->val_every == 0);
 }
 
 /* Every rank scores its share of the validation set (ds_evaluate_ranks):
@@ -242,9 +245,10 @@ static int needs_sync(const run_state *r, long step)
 static ds_status validate(run_state *r, long step, int epoch, ds_train_result *res)
 {
     ds_eval_result ev;
-    DS_TRY(ds_evaluate_ranks(r->model, r->val, r->val_keep, r->n_val, r->o->batch, r->o->norm,
-                             r->ranks > 1 ? r->o->world : NULL, &ev));
-    r->validated_step = step;
+    DS_TRY(ds_evaluate_ranks(r->m.model, r->data.val, r->data.val_keep, r->data.n_val,
+                             r->o->batch, r->o->norm, r->ranks.ranks > 1 ? r->o->world : NULL,
+                             &ev));
+    r->pos.validated_step = step;
     res->val_cer = ds_score_cer(&ev.score);
     res->val_wer = ds_score_wer(&ev.score);
     res->val_loss = ev.loss;
@@ -254,7 +258,7 @@ static ds_status validate(run_state *r, long step, int epoch, ds_train_result *r
              "\"cer\":%.6f,\"utterances\":%ld,\"n_inf\":%ld}",
              epoch, step, ds_json_num(ev.loss, loss), res->val_wer, res->val_cer,
              ev.score.utterances, ev.n_infinite);
-    DS_TRY(ds_log_raw(&r->log, line));
+    DS_TRY(ds_log_raw(&r->loop.log, line));
     ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances, after step %ld)\n",
              epoch, ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances, step);
     return DS_OK;
@@ -264,28 +268,29 @@ static ds_status validate(run_state *r, long step, int epoch, ds_train_result *r
 static ds_status finish_step(run_state *r, ds_train_result *res)
 {
     const ds_train_opts *o = r->o;
-    const ds_launched p = r->pending;
+    const ds_launched p = r->loop.pending;
     ds_step_out out;
-    r->pending.b = NULL;
-    DS_TRY(ds_stepper_collect(r->stepper, &out));
+    r->loop.pending.b = NULL;
+    DS_TRY(ds_stepper_collect(r->m.stepper, &out));
     ds_step_metrics s = {.step = p.step + 1, .epoch = p.epoch, .cer = -1, .batch = p.global_n,
                          .frames = p.frames, .lr = p.lr, .grad_norm = out.opt.grad_norm,
                          .skipped = out.opt.skipped, .step_ms = out.launch_ms + out.wait_ms,
-                         .loss_scale = r->ocfg.loss_scale_window > 0 || r->ocfg.loss_scale != 1
+                         .loss_scale = r->m.ocfg.loss_scale_window > 0 || r->m.ocfg.loss_scale != 1
                                            ? out.opt.loss_scale : 0,
                          .skipped_steps = out.opt.skips};
-    DS_TRY(ds_ranks_gather_metrics(r, &out, &s, p.global_n));
-    const int report = o->print_every > 0 && ((p.step + 1) % o->print_every == 0 || p.step + 1 == r->total);
+    DS_TRY(ds_ranks_gather_metrics(&r->ranks, o->world, &out, &s, p.global_n));
+    const int report = o->print_every > 0 &&
+                       ((p.step + 1) % o->print_every == 0 || p.step + 1 == r->loop.total);
     if (report) {   /* CER of this rank's batch, from the logits of this step's forward */
         ds_score sc = {0};
-        DS_TRY(ds_scorer_add(r->scorer, r->model, p.b, &sc));
+        DS_TRY(ds_scorer_add(r->loop.scorer, r->m.model, p.b, &sc));
         s.cer = res->last_cer = ds_score_cer(&sc);
     }
-    DS_TRY(ds_log_step(&r->log, &s));
+    DS_TRY(ds_log_step(&r->loop.log, &s));
     if (report)
-        print_step(r->total, &s);
-    ds_progress_step(&r->progress, &s, r->total, r->per_epoch);
-    if (p.step == r->start_step)
+        print_step(r->loop.total, &s);
+    ds_progress_step(&r->loop.progress, &s, r->loop.total, r->data.per_epoch);
+    if (p.step == r->pos.start_step)
         res->first_loss = s.loss;
     else
         res->mean_step_ms += s.step_ms;   /* a sum until the end */
@@ -293,16 +298,16 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
     res->skipped += s.skipped;
     res->steps = p.step + 1;
     /* every rank sees the same verdict (taken after the reduction): all stop together */
-    r->bad_run = s.skipped ? r->bad_run + 1 : 0;
-    if (o->max_bad_steps > 0 && r->bad_run >= o->max_bad_steps)
+    r->pos.bad_run = s.skipped ? r->pos.bad_run + 1 : 0;
+    if (o->max_bad_steps > 0 && r->pos.bad_run >= o->max_bad_steps)
         return DS_FAIL(DS_ERR_ARG,
                        "steps %ld to %ld all had a non-finite loss or gradient and were skipped "
                        "(--max-bad-steps %ld): stopping; the parameters are those before them, "
                        "and so is the last checkpoint",
-                       p.step + 2 - r->bad_run, p.step + 1, o->max_bad_steps);
-    if (o->check_sync > 0 && r->ranks > 1 && (p.step + 1) % o->check_sync == 0)
+                       p.step + 2 - r->pos.bad_run, p.step + 1, o->max_bad_steps);
+    if (o->check_sync > 0 && r->ranks.ranks > 1 && (p.step + 1) % o->check_sync == 0)
         DS_TRY(ds_ranks_check_sync(r, p.step + 1));
-    if (r->val && o->val_every > 0 && (p.step + 1) % o->val_every == 0)
+    if (r->data.val && o->val_every > 0 && (p.step + 1) % o->val_every == 0)
         DS_TRY(validate(r, p.step + 1, p.epoch, res));
     if (o->checkpoint_dir && o->checkpoint_every > 0 && (p.step + 1) % o->checkpoint_every == 0)
         DS_TRY(save_checkpoint(r, p.step + 1, p.epoch, 0));
@@ -311,7 +316,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
 
 static ds_status finish_pending(run_state *r, ds_train_result *res)
 {
-    return r->pending.b ? finish_step(r, res) : DS_OK;
+    return r->loop.pending.b ? finish_step(r, res) : DS_OK;
 }
 
 /* Launches step on b, then reads the step before it (now that this one is
@@ -319,28 +324,28 @@ static ds_status finish_pending(run_state *r, ds_train_result *res)
 static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch, ds_train_result *res)
 {
     const int global_n = b->n_global > 0 ? b->n_global : b->n;
-    const double lr = ds_optim_lr(&r->ocfg, step, epoch);
-    ds_fault_inject(r->rank, step + 1, r->stepper);
-    DS_TRY(ds_stepper_launch(r->stepper, b, lr));
+    const double lr = ds_optim_lr(&r->m.ocfg, step, epoch);
+    ds_fault_inject(r->ranks.rank, step + 1, r->m.stepper);
+    DS_TRY(ds_stepper_launch(r->m.stepper, b, lr));
     DS_TRY(finish_pending(r, res));
-    r->pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,
-                               .step = step, .lr = lr};
+    r->loop.pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,
+                                    .step = step, .lr = lr};
     return needs_sync(r, step) ? finish_step(r, res) : DS_OK;
 }
 
 static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *res)
 {
-    if (r->loader) {
-        ds_loader_stop(r->loader);
-        r->loader = NULL;
+    if (r->data.loader) {
+        ds_loader_stop(r->data.loader);
+        r->data.loader = NULL;
     }
     DS_TRY(finish_pending(r, res));
-    if (r->val && r->validated_step != step)
+    if (r->data.val && r->pos.validated_step != step)
         DS_TRY(validate(r, step, epoch, res));
     /* at the end of every epoch (and of the run), unless this step's is
      * written: again when that one was saved before the validation */
-    const int ended = ds_train_data_epoch_exhausted(r, epoch);
-    if (r->o->checkpoint_dir && (r->tried_step != step || (ended && !r->tried_ended)))
+    const int ended = ds_train_data_epoch_exhausted(&r->data, epoch);
+    if (r->o->checkpoint_dir && (r->pos.tried_step != step || (ended && !r->pos.tried_ended)))
         DS_TRY(save_checkpoint(r, step, epoch, ended));
     return DS_OK;
 }
@@ -350,11 +355,11 @@ static ds_status epoch_end(run_state *r, long step, int epoch, ds_train_result *
 static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *res)
 {
     DS_TRY(finish_pending(r, res));
-    res->stop_signal = r->stop_signal;
-    if (r->o->checkpoint_dir && r->tried_step != step)   /* once a step */
+    res->stop_signal = r->ranks.stop_signal;
+    if (r->o->checkpoint_dir && r->pos.tried_step != step)   /* once a step */
         DS_TRY(save_checkpoint(r, step, epoch, 0));
     DS_TRY(report_save(r, 1));   /* the job may be killed soon after: the save is whole first */
-    if (r->rank == 0 && r->saved_step == step)   /* not if a full disk was let pass */
+    if (r->ranks.rank == 0 && r->pos.saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
                  r->o->checkpoint_dir, step);
     return DS_OK;
@@ -380,19 +385,19 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
     ds_status st;
     ds_stop_signals_install();
     DS_TRY_GOTO(st, ds_train_run_open(o, &r), out);
-    long step = r.start_step;
+    long step = r.pos.start_step;
     res->steps = res->start_step = step;
-    res->total = r.total;
-    for (int epoch = r.start_epoch; step < r.total; epoch++) {
+    res->total = r.loop.total;
+    for (int epoch = r.pos.start_epoch; step < r.loop.total; epoch++) {
         const ds_batch *b;
-        DS_TRY_GOTO(st, ds_train_data_epoch_begin(&r, epoch), out);
-        while (step < r.total) {
-            DS_TRY_GOTO(st, ds_train_data_next_batch(&r, &b), out);
+        DS_TRY_GOTO(st, ds_train_data_epoch_begin(&r.data, &r.pos, epoch), out);
+        while (step < r.loop.total) {
+            DS_TRY_GOTO(st, ds_train_data_next_batch(&r.data, &b), out);
             if (!b)
                 break;
             DS_TRY_GOTO(st, run_step(&r, b, step, epoch, res), out);
             step++;
-            if (r.stop_signal) {
+            if (r.ranks.stop_signal) {
                 DS_TRY_GOTO(st, stop_now(&r, step, epoch, res), out);
                 goto out;
             }
@@ -400,12 +405,12 @@ ds_status ds_train(const ds_train_opts *o, ds_train_result *res)
         DS_TRY_GOTO(st, epoch_end(&r, step, epoch, res), out);
     }
     DS_TRY_GOTO(st, report_save(&r, 1), out);   /* the last save is whole before the run says so */
-    if (res->steps - r.start_step > 1) {
-        res->mean_step_ms /= res->steps - r.start_step - 1;
-        res->samples_per_s = o->batch * r.ranks / (res->mean_step_ms / 1e3);
+    if (res->steps - r.pos.start_step > 1) {
+        res->mean_step_ms /= res->steps - r.pos.start_step - 1;
+        res->samples_per_s = o->batch * r.ranks.ranks / (res->mean_step_ms / 1e3);
     }
     ds_backend_counters c;
-    r.be->counters(r.ctx, &c);
+    r.m.be->counters(r.m.ctx, &c);
     res->mem_in_use = c.bytes_in_use;
     res->mem_peak = c.bytes_peak;
 out:

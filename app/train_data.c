@@ -1,6 +1,7 @@
 /* train_data.c - a run's data: synthetic batches (every rank draws the same
  * global batch and takes its share) or HDF5 feature files through the
- * sampler and the prefetching loader. */
+ * sampler and the prefetching loader. It owns the run's run_data and
+ * reads no other part of the run but its position (where an epoch begins). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,10 +9,9 @@
 #include "train_run.h"
 
 /* Opens a feature file for the model and keeps what it can train on. */
-static ds_status open_split(run_state *r, const char *path, ds_dataset **d, long **keep, long *n,
-                            ds_filter_stats *fs)
+static ds_status open_split(const ds_train_opts *o, const char *path, ds_dataset **d, long **keep,
+                            long *n, ds_filter_stats *fs)
 {
-    const ds_train_opts *o = r->o;
     DS_TRY(ds_dataset_open(path, d));
     if ((*d)->version < 2)
         ds_print("warning: %s: a version 1 feature file: its settings (type, rate, window, stride) "
@@ -29,118 +29,122 @@ static ds_status open_split(run_state *r, const char *path, ds_dataset **d, long
     return DS_OK;
 }
 
-ds_status ds_train_data_open(run_state *r, ds_model_limits *lim)
+ds_status ds_train_data_open(run_data *d, const ds_train_opts *o, int rank, int ranks,
+                             ds_model_limits *lim)
 {
-    const ds_train_opts *o = r->o;
+    d->o = o;
+    d->rank = rank;
+    d->ranks = ranks;
     if (!o->train_path) {
-        r->feat = ds_feature_defaults();
+        d->feat = ds_feature_defaults();
         lim->frames = o->max_frames;
         lim->label_len = ds_synthetic_max_labels(&o->model, o->max_frames);
-        ds_rng_seed(&r->rng, o->seed ^ 0xda7aULL);
-        const int global = o->batch * r->ranks;
-        r->per_epoch = (o->synthetic_utts + global - 1) / global;
-        DS_TRY(ds_batch_alloc(&r->synth_global, global, o->max_frames, o->model.n_features,
+        ds_rng_seed(&d->rng, o->seed ^ 0xda7aULL);
+        const int global = o->batch * d->ranks;
+        d->per_epoch = (o->synthetic_utts + global - 1) / global;
+        DS_TRY(ds_batch_alloc(&d->synth_global, global, o->max_frames, o->model.n_features,
                               global * lim->label_len));
-        DS_TRY(ds_batch_alloc(&r->synth, o->batch, o->max_frames, o->model.n_features,
+        DS_TRY(ds_batch_alloc(&d->synth, o->batch, o->max_frames, o->model.n_features,
                               o->batch * lim->label_len));
-        return ds_batch_alloc_global(&r->synth, global);
+        return ds_batch_alloc_global(&d->synth, global);
     }
-    DS_TRY(open_split(r, o->train_path, &r->train, &r->keep, &r->n_keep, &r->fs));
-    r->feat = r->train->feat;
-    lim->frames = r->fs.max_frames;
-    lim->label_len = r->fs.max_labels;
+    DS_TRY(open_split(o, o->train_path, &d->train, &d->keep, &d->n_keep, &d->fs));
+    d->feat = d->train->feat;
+    lim->frames = d->fs.max_frames;
+    lim->label_len = d->fs.max_labels;
     if (o->val_path) {
         ds_filter_stats vs;
-        DS_TRY(open_split(r, o->val_path, &r->val, &r->val_keep, &r->n_val, &vs));
-        DS_TRY(ds_feature_check_same(o->train_path, &r->train->feat, o->val_path, &r->val->feat));
+        DS_TRY(open_split(o, o->val_path, &d->val, &d->val_keep, &d->n_val, &vs));
+        DS_TRY(ds_feature_check_same(o->train_path, &d->train->feat, o->val_path, &d->val->feat));
         lim->frames = vs.max_frames > lim->frames ? vs.max_frames : lim->frames;
         lim->label_len = vs.max_labels > lim->label_len ? vs.max_labels : lim->label_len;
     }
-    int *frames = malloc((size_t)r->n_keep * sizeof *frames);
+    int *frames = malloc((size_t)d->n_keep * sizeof *frames);
     if (!frames)
         return DS_FAIL(DS_ERR_MEM, "sampler index");
-    for (long i = 0; i < r->n_keep; i++)
-        frames[i] = r->train->frames[r->keep[i]];
-    ds_status st = ds_sampler_create(r->keep, frames, r->n_keep, o->batch, r->ranks, o->seed,
-                                     &r->sampler);
+    for (long i = 0; i < d->n_keep; i++)
+        frames[i] = d->train->frames[d->keep[i]];
+    ds_status st = ds_sampler_create(d->keep, frames, d->n_keep, o->batch, d->ranks, o->seed,
+                                     &d->sampler);
     free(frames);
     DS_TRY(st);
-    r->per_epoch = ds_sampler_steps(r->sampler);
-    if (r->per_epoch == 0)   /* every epoch would be empty: --steps would never be reached */
+    d->per_epoch = ds_sampler_steps(d->sampler);
+    if (d->per_epoch == 0)   /* every epoch would be empty: --steps would never be reached */
         return DS_FAIL(DS_ERR_ARG, "%s: %ld utterances kept, too few for one step of %d ranks x "
                        "batch %d (every rank needs one): lower --batch or the ranks",
-                       o->train_path, r->n_keep, r->ranks, o->batch);
+                       o->train_path, d->n_keep, d->ranks, o->batch);
     return DS_OK;
 }
 
-ds_status ds_train_data_epoch_begin(run_state *r, int epoch)
+ds_status ds_train_data_epoch_begin(run_data *d, const run_position *pos, int epoch)
 {
-    const ds_train_opts *o = r->o;
+    const ds_train_opts *o = d->o;
     /* a resumed run's first epoch goes on where its checkpoint was made */
-    const long first = epoch == r->start_epoch ? r->start_batch : 0;
-    r->batch_pos = first;
-    if (!r->train) {
-        r->synth_left = r->per_epoch - first;
+    const long first = epoch == pos->start_epoch ? pos->start_batch : 0;
+    d->batch_pos = first;
+    if (!d->train) {
+        d->synth_left = d->per_epoch - first;
         return DS_OK;
     }
-    ds_loader_cfg lc = {.data = r->train, .sampler = r->sampler, .rank = r->rank, .epoch = epoch,
+    ds_loader_cfg lc = {.data = d->train, .sampler = d->sampler, .rank = d->rank, .epoch = epoch,
                         .batch = o->batch,
-                        .max_frames = r->fs.max_frames, .max_labels = r->fs.max_labels,
+                        .max_frames = d->fs.max_frames, .max_labels = d->fs.max_labels,
                         .norm = o->norm, .aug = o->aug, .seed = o->seed,
                         .depth = o->prefetch, .threads = o->loader_threads,
                         .first_batch = first, .timeout_s = o->world ? o->world->timeout_s : 0};
-    return ds_loader_start(&lc, &r->loader);
+    return ds_loader_start(&lc, &d->loader);
 }
 
-ds_status ds_train_data_next_batch(run_state *r, const ds_batch **b)
+ds_status ds_train_data_next_batch(run_data *d, const ds_batch **b)
 {
-    if (r->train) {
-        DS_TRY(ds_loader_next(r->loader, b));
+    if (d->train) {
+        DS_TRY(ds_loader_next(d->loader, b));
         if (*b)
-            r->batch_pos = ds_loader_batch_index(r->loader) + 1;
+            d->batch_pos = ds_loader_batch_index(d->loader) + 1;
         return DS_OK;
     }
     *b = NULL;
-    if (r->synth_left <= 0)
+    if (d->synth_left <= 0)
         return DS_OK;
-    r->synth_left--;
-    r->batch_pos++;
-    const int B = r->o->batch;
-    DS_TRY(ds_synthetic_batch(&r->rng, &r->o->model, B * r->ranks, r->o->max_frames, &r->synth_global));
-    if (r->ranks == 1) {
-        *b = &r->synth_global;
+    d->synth_left--;
+    d->batch_pos++;
+    const int B = d->o->batch;
+    DS_TRY(ds_synthetic_batch(&d->rng, &d->o->model, B * d->ranks, d->o->max_frames,
+                              &d->synth_global));
+    if (d->ranks == 1) {
+        *b = &d->synth_global;
         return DS_OK;
     }
-    DS_TRY(ds_batch_slice(&r->synth_global, r->rank * B, B, &r->synth));
-    r->synth.n_global = r->synth_global.n;   /* the whole global batch, for BatchNorm and the loss */
-    memcpy(r->synth.global_lengths, r->synth_global.lengths, (size_t)r->synth_global.n * sizeof(int));
-    *b = &r->synth;
+    DS_TRY(ds_batch_slice(&d->synth_global, d->rank * B, B, &d->synth));
+    d->synth.n_global = d->synth_global.n;   /* the whole global batch, for BatchNorm and the loss */
+    memcpy(d->synth.global_lengths, d->synth_global.lengths, (size_t)d->synth_global.n * sizeof(int));
+    *b = &d->synth;
     return DS_OK;
 }
 
-int ds_train_data_epoch_exhausted(const run_state *r, int epoch)
+int ds_train_data_epoch_exhausted(const run_data *d, int epoch)
 {
-    if (!r->train)
-        return r->synth_left <= 0;
-    for (long k = r->batch_pos; k < ds_sampler_batches(r->sampler); k++)
-        if (ds_sampler_whole(r->sampler, epoch, k) != 0)
+    if (!d->train)
+        return d->synth_left <= 0;
+    for (long k = d->batch_pos; k < ds_sampler_batches(d->sampler); k++)
+        if (ds_sampler_whole(d->sampler, epoch, k) != 0)
             return 0;
     return 1;
 }
 
-void ds_train_data_close(run_state *r)
+void ds_train_data_close(run_data *d)
 {
-    if (r->loader)
-        ds_loader_stop(r->loader);
-    r->loader = NULL;
-    if (r->sampler)
-        ds_sampler_destroy(r->sampler);
-    free(r->keep);
-    free(r->val_keep);
-    if (r->train)
-        ds_dataset_close(r->train);
-    if (r->val)
-        ds_dataset_close(r->val);
-    ds_batch_free(&r->synth);
-    ds_batch_free(&r->synth_global);
+    if (d->loader)
+        ds_loader_stop(d->loader);
+    d->loader = NULL;
+    if (d->sampler)
+        ds_sampler_destroy(d->sampler);
+    free(d->keep);
+    free(d->val_keep);
+    if (d->train)
+        ds_dataset_close(d->train);
+    if (d->val)
+        ds_dataset_close(d->val);
+    ds_batch_free(&d->synth);
+    ds_batch_free(&d->synth_global);
 }

@@ -1,6 +1,7 @@
-/* train_run.h - the state of one training run, shared by the parts of the
- * loop (train.c), its data (train_data.c) and its ranks (ranks.c). Private
- * to the app layer. */
+/* train_run.h - the state of one training run, in parts by job: the model
+ * and backend, the data (train_data.c), the ranks (ranks.c), the position
+ * (resume.c, the loop) and the loop's own (train.c). Private to the app
+ * layer. */
 #ifndef DS_TRAIN_RUN_H
 #define DS_TRAIN_RUN_H
 
@@ -21,21 +22,24 @@ typedef struct {
     double lr;
 } ds_launched;
 
+/* The backend, model, optimizer and stepper of a run: train.c opens and
+ * closes them; the loop, the ranks, resume and bench step or read them. */
 typedef struct {
-    const ds_train_opts *o;
-    ds_optim_cfg ocfg;
-    long per_epoch, total;
     const ds_backend *be;
     ds_ctx *ctx;
     ds_model *model;
     ds_optim *optim;
     ds_stepper *stepper;
-    ds_launched pending;        /* the loop reads each step after launching the next */
-    ds_scorer *scorer;
-    ds_log log;
-    ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
-    struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */
+    ds_optim_cfg ocfg;          /* the options' schedule, its total steps filled in */
+} run_model;
+
+/* The run's data: train_data.c owns it (synthetic batches, or HDF5
+ * feature files through the sampler and the prefetching loader). */
+typedef struct {
+    const ds_train_opts *o;     /* the options, this rank and the ranks (read only): */
+    int rank, ranks;            /* set by ds_train_data_open */
     ds_feature_cfg feat;
+    long per_epoch;             /* global batches (steps) of an epoch */
     /* HDF5 data */
     ds_dataset *train, *val;
     long *keep, n_keep, *val_keep, n_val;
@@ -43,29 +47,57 @@ typedef struct {
     ds_sampler *sampler;
     ds_loader *loader;
     /* synthetic data: every rank draws the same global batch and takes its share */
-    ds_rng rng;
+    ds_rng rng;                 /* also checkpointed and resumed */
     ds_batch synth_global, synth;
     long synth_left;
-    /* ranks */
+    long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
+} run_data;
+
+/* What the ranks share: ranks.c owns it. */
+typedef struct {
     ds_dist dist;
     int rank, ranks;
     double *gathered;           /* [ranks][4] step time, loss, n_inf, stop signal of every rank */
     int stop_signal;            /* agreed by every rank: stop after the step read last */
+    unsigned char *sync_host;   /* [sync_bytes] the master parameters as stored, for --check-sync */
+    size_t sync_bytes;
+    uint64_t *sync_sums;        /* [ranks] their checksums */
+} run_ranks;
+
+/* Where the run is: resume.c sets it from a checkpoint (0 and -1 unless
+ * resumed); the loop moves it on as it saves, validates and skips steps. */
+typedef struct {
+    /* where the run starts */
+    long start_step, start_batch;
+    int start_epoch;
     long bad_run;               /* consecutive steps skipped for a non-finite gradient */
     long saved_step;            /* the step of the last checkpoint written or resumed; -1: none */
     long tried_step;            /* the step of the last save tried or resumed (a failed one
                                  * is not retried, one step is saved once) */
-    long validated_step;        /* the step the last validation followed; -1: none */
     int tried_ended;            /* that save goes on at the next epoch (its epoch validated) */
+    long validated_step;        /* the step the last validation followed; -1: none */
+} run_position;
+
+/* The loop's own: train.c. */
+typedef struct {
+    long total;                 /* the run's steps */
+    ds_launched pending;        /* the loop reads each step after launching the next */
+    ds_scorer *scorer;
+    ds_log log;
+    ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
+    struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */
     char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
-    /* where the run starts (0 unless resumed) and where it is in its epoch */
-    long start_step, start_batch;
-    int start_epoch;
-    long batch_pos;             /* global batches of the epoch drawn so far (the next one's index) */
     ds_progress progress;       /* the bar (rank 0, --progress bar) */
-    unsigned char *sync_host;   /* [sync_bytes] the master parameters as stored, for --check-sync */
-    size_t sync_bytes;
-    uint64_t *sync_sums;        /* [ranks] their checksums */
+} run_loop;
+
+/* One run, its parts by job. */
+typedef struct {
+    const ds_train_opts *o;     /* the run's options, read by every part */
+    run_model m;                /* train.c opens it; all step or read it */
+    run_data data;              /* train_data.c */
+    run_ranks ranks;            /* ranks.c */
+    run_position pos;           /* resume.c sets it, the loop moves it on */
+    run_loop loop;              /* train.c */
 } run_state;
 
 /* train.c: the backend, data, model, optimizer, stepper and ranks of a run
@@ -75,21 +107,25 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r);
 void ds_train_run_close(run_state *r);
 
 /* train_data.c */
-ds_status ds_train_data_open(run_state *r, ds_model_limits *lim);
-ds_status ds_train_data_epoch_begin(run_state *r, int epoch);
+ds_status ds_train_data_open(run_data *d, const ds_train_opts *o, int rank, int ranks,
+                             ds_model_limits *lim);
+/* A resumed run's first epoch (pos) goes on where its checkpoint was made. */
+ds_status ds_train_data_epoch_begin(run_data *d, const run_position *pos, int epoch);
 /* The next batch of the epoch, or NULL at its end. */
-ds_status ds_train_data_next_batch(run_state *r, const ds_batch **b);
+ds_status ds_train_data_next_batch(run_data *d, const ds_batch **b);
 /* Whether the epoch has no batch left to train on, without drawing one: a
  * checkpoint made then goes on at the next epoch's first batch. */
-int ds_train_data_epoch_exhausted(const run_state *r, int epoch);
-void ds_train_data_close(run_state *r);
+int ds_train_data_epoch_exhausted(const run_data *d, int epoch);
+void ds_train_data_close(run_data *d);
 
 /* resume.c: --resume: finds (auto) or takes the checkpoint, checks that it
- * was made by the same run, loads the model and optimizer on every rank and
- * sets where the loop starts. */
+ * was made by the same run (the loop's run_config), loads the model and
+ * optimizer on every rank and sets where the loop starts (r->pos, and the
+ * data's generator). */
 ds_status ds_resume_run(run_state *r);
 
-/* ranks.c */
+/* ranks.c: setup, check_sync and check_shared read the model, the options
+ * and the data as well as r->ranks; close and gather_metrics only r->ranks. */
 ds_status ds_ranks_setup(run_state *r);
 /* Rank 0's bytes [count] of dt to every rank of world (a ds_world *), in
  * pieces MPI's int counts take: the share callback of ds_model_share_params
@@ -100,9 +136,11 @@ ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype 
  * content fingerprint); refused, naming each rank and node that does not.
  * After rank 0 has readied the folder; all ranks call it. */
 ds_status ds_ranks_check_shared(run_state *r);
-void ds_ranks_close(run_state *r);
-/* Every rank's step time, loss and infinite count into s (one allgather). */
-ds_status ds_ranks_gather_metrics(run_state *r, const ds_step_out *out, ds_step_metrics *s, int global_n);
+void ds_ranks_close(run_ranks *k);
+/* Every rank's step time, loss and infinite count into s (one allgather
+ * over world), and the stop signal any rank saw. */
+ds_status ds_ranks_gather_metrics(run_ranks *k, ds_world *world, const ds_step_out *out,
+                                  ds_step_metrics *s, int global_n);
 /* Stops the run, naming the ranks whose parameters differ from rank 0's. */
 ds_status ds_ranks_check_sync(run_state *r, long step);
 
