@@ -1,7 +1,8 @@
 /* real.h - the element type and the instruction set of one instantiation of
  * the CPU ops. ops_f32.c and ops_f64.c define DS_REAL_F32 or DS_REAL_F64,
  * include ops_families.inc (every op family's body, cpu/<family>.inc, named
- * like its CUDA twin cuda/<family>.cu) and write out their dtype's table.
+ * like its CUDA twin cuda/<family>.cu) and make their dtype's table from
+ * ops_table.h's entry list.
  * CMake compiles the pair once per instruction set (DS_CPU_ISA: avx512,
  * avx2, baseline, neon; see cpu_isa.h), with that set's compiler flags, so
  * each table is built whole for the machine it runs on. Op bodies use `real`

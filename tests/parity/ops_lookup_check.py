@@ -5,9 +5,10 @@ usage: ops_lookup_check.py SOURCE_DIR
 
 Every member of ds_ops (src/backend.h) must have exactly one row, and in it:
   CPU body   `cpu/F.inc`: `cpu_OP`   F exists and defines cpu_OP; cuda/F.cu exists
-             (the family file is named like its CUDA twin); the float32 and
-             float64 tables (cpu/ops_f32.c, ops_f64.c) hold `.OP = cpu_OP`, the
-             16-bit ones (cpu/ops_f16.c, ops_bf16.c) `.OP = half_OP`, and
+             (the family file is named like its CUDA twin); cpu/ops_table.h's
+             entry list holds `.OP = P##_OP`, the float32 and float64 tables
+             (cpu/ops_f32.c, ops_f64.c) are DS_CPU_OPS_TABLE(cpu), the 16-bit
+             ones (cpu/ops_f16.c, ops_bf16.c) DS_CPU_OPS_TABLE(half), and
              cpu/ops_half.inc defines half_OP;
   CUDA twin  `cuda/F.cu`: `cuda_OP<T>`  F defines cuda_OP and cuda/ops_table.cu
              holds `.OP = cuda_OP<T>`;
@@ -53,7 +54,11 @@ def main():
             faults.append("%s: two rows" % op)
         rows[op] = cells
 
-    tables = {t: read("cpu/%s" % t) for t in ("ops_f32.c", "ops_f64.c", "ops_f16.c", "ops_bf16.c")}
+    entries = read("cpu/ops_table.h")
+    for t, p in (("ops_f32.c", "cpu"), ("ops_f64.c", "cpu"), ("ops_f16.c", "half"),
+                 ("ops_bf16.c", "half")):
+        if not re.search(r"= DS_CPU_OPS_TABLE\(%s\);" % p, read("cpu/" + t)):
+            faults.append("cpu/%s: its table is not DS_CPU_OPS_TABLE(%s)" % (t, p))
     half = read("cpu/ops_half.inc")
     cuda_table = read("cuda/ops_table.cu")
     for op in ops:
@@ -69,10 +74,8 @@ def main():
                 faults.append("%s: %s does not define cpu_%s" % (op, cm.group(1), op))
             if not os.path.isfile(os.path.join(root, "cuda", cm.group(2) + ".cu")):
                 faults.append("%s: %s has no CUDA namesake cuda/%s.cu" % (op, cm.group(1), cm.group(2)))
-        for t, s in tables.items():
-            fn = ("half_" if t in ("ops_f16.c", "ops_bf16.c") else "cpu_") + op
-            if not re.search(r"\.%s = %s,\n" % (op, fn), s):
-                faults.append("%s: cpu/%s lacks .%s = %s" % (op, t, op, fn))
+        if not re.search(r"\.%s = P##_%s," % (op, op), entries):
+            faults.append("%s: cpu/ops_table.h lacks .%s = P##_%s" % (op, op, op))
         if not re.search(r"^static [a-z_ ]+?\**half_%s\(" % op, half, re.M):
             faults.append("%s: cpu/ops_half.inc does not define half_%s" % (op, op))
         um = re.fullmatch(r"`(cuda/[a-z_]+\.cu)`: `cuda_%s<T>`" % op, cuda)
