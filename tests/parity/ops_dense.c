@@ -1,4 +1,4 @@
-/* ops_dense.c - parity cases of hardtanh, linear, conv_to_seq and lookahead. */
+/* ops_dense.c - parity cases of hardtanh, linear and conv_to_seq. */
 #include <stdio.h>
 
 #include "parity.h"
@@ -180,70 +180,9 @@ static void conv_to_seq_all(void)
     conv_to_seq_case("n4 c16 t50 f41", &big);
 }
 
-/* ---- lookahead ---- */
-
-typedef struct {
-    int t, n, h, k;
-} la_arg;
-
-/* buf: x [t][n][h], w [h][k], y [t][n][h]. */
-static ds_status call_la_fwd(const p_side *s, void *const *buf, const void *arg)
-{
-    const la_arg *a = arg;
-    return s->ops->lookahead_fwd(s->ctx, a->t, a->n, a->h, a->k, buf[0], buf[1], buf[2]);
-}
-
-/* buf: x [t][n][h], w [h][k], dy [t][n][h], dx [t][n][h] (or NULL), dw [h][k]. */
-static ds_status call_la_bwd(const p_side *s, void *const *buf, const void *arg)
-{
-    const la_arg *a = arg;
-    void *work;
-    DS_TRY(p_scratch(s, s->ops->lookahead_work(a->n, a->h), &work));
-    ds_status st = s->ops->lookahead_bwd(s->ctx, a->t, a->n, a->h, a->k, buf[0], buf[1], buf[2],
-                                         buf[3], buf[4], work);
-    p_release(s, work);
-    return st;
-}
-
-static void lookahead_case(const char *name, const la_arg *a)
-{
-    const size_t nx = (size_t)a->t * a->n * a->h, nw = (size_t)a->h * a->k;
-    double *x = p_rand(P_COMPUTE, nx, -1, 1), *w = p_rand(P_COMPUTE, nw, -1, 1);
-    double *dy = p_rand(P_COMPUTE, nx, -1, 1), *dx0 = p_rand(P_COMPUTE, nx, -1, 1);
-    double *dw0 = p_rand(P_COMPUTE, nw, -1, 1);
-    char variant[64];
-
-    p_case f = {"lookahead_fwd", name, .call = call_la_fwd, .arg = a};
-    p_add(&f, "x", P_COMPUTE, P_IN, nx, x);
-    p_add(&f, "w", P_COMPUTE, P_IN, nw, w);
-    p_add(&f, "y", P_COMPUTE, P_OUT, nx, NULL);
-    p_run(&f);
-
-    for (int null_dx = 0; null_dx <= 1; null_dx++) {
-        snprintf(variant, sizeof variant, "%s%s", name, null_dx ? " dx=NULL" : "");
-        p_case b = {"lookahead_bwd", variant, .call = call_la_bwd, .arg = a};
-        p_add(&b, "x", P_COMPUTE, P_IN, nx, x);
-        p_add(&b, "w", P_COMPUTE, P_IN, nw, w);
-        p_add(&b, "dy", P_COMPUTE, P_IN, nx, dy);
-        p_add(&b, "dx", P_COMPUTE, null_dx ? P_NULL : P_ACC, nx, dx0);
-        p_add(&b, "dw", P_COMPUTE, P_ACC, nw, dw0);
-        p_run(&b);
-    }
-    p_scratch_reset();
-}
-
-static void lookahead_all(void)
-{
-    static const la_arg a = {9, 3, 8, 3}, longer = {3, 2, 5, 5}, big = {60, 8, 96, 20};
-    lookahead_case("t9 n3 h8 k3", &a);
-    lookahead_case("t3 n2 h5 k5 (k > t)", &longer);
-    lookahead_case("t60 n8 h96 k20", &big);
-}
-
 void p_dense_cases(void)
 {
     hardtanh_all();
     linear_all();
     conv_to_seq_all();
-    lookahead_all();
 }

@@ -135,8 +135,8 @@ int *p_minus_ones(size_t n);
 void p_run(const p_case *c);
 
 /* ---- the op families ---- */
-void p_conv_bn_cases(void);      /* conv2d, mask, BatchNorm */
-void p_dense_cases(void);        /* hardtanh, linear, conv_to_seq, lookahead */
+void p_conv_bn_cases(void);      /* conv2d, mask, BatchNorm, lookahead */
+void p_dense_cases(void);        /* hardtanh, linear, conv_to_seq */
 void p_rnn_cases(void);          /* rnn_plan, rnn_fwd, rnn_bwd */
 void p_ctc_optim_cases(void);    /* ctc_loss, loss_total, sumsq, sgd_step, adamw_step */
 
