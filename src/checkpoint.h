@@ -49,7 +49,7 @@ typedef struct {
  * only) to path: an image taken and written at once. */
 ds_status ds_checkpoint_save(const char *path, ds_model *m, ds_optim *o, const ds_ckpt_info *info);
 
-/* A checkpoint in two halves (checkpoint_image.c), for a save beside
+/* A checkpoint in two halves (ckpt_image.c), for a save beside
  * training: the take copies what a checkpoint holds out of the backend into
  * host memory (pinned where the backend has it), in the dtypes it is kept
  * in, and blocks until the copy is whole; the write builds and commits the

@@ -1,4 +1,4 @@
-/* checkpoint_image.c - a checkpoint's content copied out of the backend at
+/* ckpt_image.c - a checkpoint's content copied out of the backend at
  * a step boundary, in the dtypes it is kept in, and the HDF5 file written
  * from that copy (see checkpoint.h). The copy is the only part on the
  * training's critical path; the write reads the model's tables and
