@@ -21,11 +21,11 @@ ds_status ds_evaluate(ds_model *m, ds_dataset *d, const long *keep, long n, int 
     const ds_model_limits lim = {batch, max_frames, max_labels};
     ds_sampler *s = NULL;
     ds_loader *l = NULL;
-    ds_scorer *sc = NULL;
+    ds_score_batch *sc = NULL;
     double loss_sum = 0;
     ds_status st = ds_sampler_create(keep, frames, n, batch, 1, 0, &s);
     if (st == DS_OK)
-        st = ds_scorer_create(ds_model_config(m), &lim, &sc);
+        st = ds_score_batch_create(ds_model_config(m), &lim, &sc);
     ds_loader_cfg lc = {.data = d, .sampler = s, .batch = batch, .max_frames = max_frames,
                         .max_labels = max_labels, .norm = norm, .depth = 2};
     if (st == DS_OK)
@@ -41,7 +41,7 @@ ds_status ds_evaluate(ds_model *m, ds_dataset *d, const long *keep, long n, int 
         if (st == DS_OK)
             st = ds_model_read_loss(m, &loss, NULL);
         if (st == DS_OK)
-            st = ds_scorer_add(sc, m, b, &out->score);
+            st = ds_score_batch_add(sc, m, b, &out->score);
         loss_sum += loss.loss * b->n;
         out->n_infinite += loss.n_infinite;
     }
@@ -49,7 +49,7 @@ ds_status ds_evaluate(ds_model *m, ds_dataset *d, const long *keep, long n, int 
     out->loss = finite > 0 ? loss_sum / finite : NAN;
     if (l)
         ds_loader_stop(l);
-    ds_scorer_destroy(sc);
+    ds_score_batch_destroy(sc);
     ds_sampler_destroy(s);
     free(frames);
     return st;

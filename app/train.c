@@ -30,7 +30,7 @@ void ds_train_run_close(run_state *r)
     ds_train_data_close(&r->data);
     ds_ranks_close(&r->ranks);
     ds_stepper_destroy(r->m.stepper);
-    ds_scorer_destroy(r->loop.scorer);
+    ds_score_batch_destroy(r->loop.scorer);
     ds_optim_destroy(r->m.optim);
     ds_model_destroy(r->m.model);
     if (r->m.ctx)
@@ -115,7 +115,7 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->m.model, &r->m.ocfg, &r->m.optim)));
     DS_TRY(planned(r, &lim, o->device,
                    ds_stepper_create(r->m.model, r->m.optim, &r->ranks.dist, &r->m.stepper)));
-    DS_TRY(ds_scorer_create(&o->model, &lim, &r->loop.scorer));
+    DS_TRY(ds_score_batch_create(&o->model, &lim, &r->loop.scorer));
     report_memory(r);
     if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */
         char h5[160];
@@ -283,7 +283,7 @@ static ds_status finish_step(run_state *r, ds_train_result *res)
                        ((p.step + 1) % o->print_every == 0 || p.step + 1 == r->loop.total);
     if (report) {   /* CER of this rank's batch, from the logits of this step's forward */
         ds_score sc = {0};
-        DS_TRY(ds_scorer_add(r->loop.scorer, r->m.model, p.b, &sc));
+        DS_TRY(ds_score_batch_add(r->loop.scorer, r->m.model, p.b, &sc));
         s.cer = res->last_cer = ds_score_cer(&sc);
     }
     DS_TRY(ds_log_step(&r->loop.log, &s));

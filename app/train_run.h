@@ -82,7 +82,7 @@ typedef struct {
 typedef struct {
     long total;                 /* the run's steps */
     ds_launched pending;        /* the loop reads each step after launching the next */
-    ds_scorer *scorer;
+    ds_score_batch *scorer;
     ds_log log;
     ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
     struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */

@@ -6,19 +6,19 @@
 #include "alphabet.h"
 #include "decode.h"
 
-struct ds_scorer {
+struct ds_score_batch {
     int *best;           /* [T'][N] best class per frame */
     int *labels;         /* [T'] decoded */
     char *ref, *hyp;     /* texts */
     int max_text;
 };
 
-ds_status ds_scorer_create(const ds_model_cfg *cfg, const ds_model_limits *lim, ds_scorer **out)
+ds_status ds_score_batch_create(const ds_model_cfg *cfg, const ds_model_limits *lim, ds_score_batch **out)
 {
     if (cfg->n_classes != DS_ALPHABET_SIZE)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "scoring needs the %d-symbol alphabet, %s has %d classes",
                        DS_ALPHABET_SIZE, cfg->name, cfg->n_classes);
-    ds_scorer *s = calloc(1, sizeof *s);
+    ds_score_batch *s = calloc(1, sizeof *s);
     const int t = ds_model_config_out_frames(cfg, lim->frames);
     if (!s)
         return DS_FAIL(DS_ERR_MEM, "scorer");
@@ -28,14 +28,14 @@ ds_status ds_scorer_create(const ds_model_cfg *cfg, const ds_model_limits *lim, 
     s->ref = malloc((size_t)s->max_text + 1);
     s->hyp = malloc((size_t)s->max_text + 1);
     if (!s->best || !s->labels || !s->ref || !s->hyp) {
-        ds_scorer_destroy(s);
+        ds_score_batch_destroy(s);
         return DS_FAIL(DS_ERR_MEM, "scorer buffers");
     }
     *out = s;
     return DS_OK;
 }
 
-void ds_scorer_destroy(ds_scorer *s)
+void ds_score_batch_destroy(ds_score_batch *s)
 {
     if (!s)
         return;
@@ -46,7 +46,7 @@ void ds_scorer_destroy(ds_scorer *s)
     free(s);
 }
 
-ds_status ds_scorer_add(ds_scorer *s, ds_model *m, const ds_batch *b, ds_score *acc)
+ds_status ds_score_batch_add(ds_score_batch *s, ds_model *m, const ds_batch *b, ds_score *acc)
 {
     const int *len = ds_model_out_lengths(m);
     DS_TRY(ds_model_best_path(m, s->best));   /* argmax on the backend: no logits copied */

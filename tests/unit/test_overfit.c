@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     ds_model *m;
     ds_optim *o;
     ds_stepper *st;
-    ds_scorer *sc;
+    ds_score_batch *sc;
     ds_batch b;
     const int n = 4, frames = 200;
     T_OK(ds_config_preset("tiny", &cfg));
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     oc.weight_decay = 0;
     T_OK(ds_model_optim_create(m, &oc, &o));
     T_OK(ds_stepper_create(m, o, NULL, &st));
-    T_OK(ds_scorer_create(&cfg, &lim, &sc));
+    T_OK(ds_score_batch_create(&cfg, &lim, &sc));
     T_OK(ds_batch_alloc(&b, n, frames, cfg.n_features, n * lim.label_len));
     ds_rng rng;
     ds_rng_seed(&rng, 5);
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
             T_OK(ds_model_forward(m, 0));
             T_OK(ds_model_loss(m, 0));
             T_OK(ds_model_read_loss(m, &l, NULL));
-            T_OK(ds_scorer_add(sc, m, &b, &score));
+            T_OK(ds_score_batch_add(sc, m, &b, &score));
             cer = ds_score_cer(&score);
             printf("step %3d  train loss %8.4f  eval loss %8.4f  eval CER %.3f\n", step, s.loss,
                    l.loss, cer);
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     printf("CER 0 after %d steps (first loss %.3f)\n", step - 1, first);
 
     ds_batch_free(&b);
-    ds_scorer_destroy(sc);
+    ds_score_batch_destroy(sc);
     ds_stepper_destroy(st);
     ds_optim_destroy(o);
     ds_model_destroy(m);
