@@ -237,7 +237,7 @@ static int make_file(const bench_opts *o)
     float *x = malloc((size_t)MAKE_MAX_FRAMES * f * sizeof *x);   /* [frames][f] */
     uint8_t labels[MAKE_MAX_FRAMES / 8];
     ds_dataset_writer *w = NULL;
-    ds_status st = x ? ds_writer_create(o->make, &feat, DS_F16, &w) : DS_ERR_MEM;
+    ds_status st = x ? ds_dataset_writer_create(o->make, &feat, DS_F16, &w) : DS_ERR_MEM;
     ds_rng r;
     ds_rng_seed(&r, o->seed);
     for (long i = 0; st == DS_OK && i < o->utterances; i++) {
@@ -246,12 +246,12 @@ static int make_file(const bench_opts *o)
         char id[64];
         snprintf(id, sizeof id, "bench-%ld", i);
         random_utterance(&r, x, (size_t)t * f, labels, n);
-        st = ds_writer_add(w, id, "", labels, n, x, t);
+        st = ds_dataset_writer_add(w, id, "", labels, n, x, t);
     }
     if (st == DS_OK)
-        st = ds_writer_close(w);
+        st = ds_dataset_writer_close(w);
     else
-        ds_writer_abort(w);
+        ds_dataset_writer_abort(w);
     free(x);
     if (st != DS_OK) {
         fprintf(stderr, PROG ": %s: making the file failed: %s\n", o->make,

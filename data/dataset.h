@@ -119,19 +119,19 @@ typedef struct ds_dataset_writer ds_dataset_writer;
 /* Writes to a new temporary file beside path (fileutil.h) and renames it
  * into place on close. feature_dtype
  * is DS_F16 or DS_F32. */
-ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,
-                           ds_dataset_writer **out);
+ds_status ds_dataset_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,
+                                   ds_dataset_writer **out);
 /* Appends one utterance: features [frames][dim], labels [n_labels] in 1..28.
  * Rejects non-finite features, naming id. */
-ds_status ds_writer_add(ds_dataset_writer *w, const char *id, const char *transcript,
-                        const uint8_t *labels, int n_labels, const float *features, int frames);
-long ds_writer_count(const ds_dataset_writer *w);
+ds_status ds_dataset_writer_add(ds_dataset_writer *w, const char *id, const char *transcript,
+                                const uint8_t *labels, int n_labels, const float *features, int frames);
+long ds_dataset_writer_count(const ds_dataset_writer *w);
 /* Writes the index, /stats, the attributes; fsyncs; renames into place;
  * fsyncs the directory. Frees w also when it fails (the temporary file is
  * removed then). */
-ds_status ds_writer_close(ds_dataset_writer *w);
+ds_status ds_dataset_writer_close(ds_dataset_writer *w);
 /* Drops the temporary file and frees w (after a failure before close). */
-void ds_writer_abort(ds_dataset_writer *w);
+void ds_dataset_writer_abort(ds_dataset_writer *w);
 
 /* Concatenates valid feature files (e.g. per-rank parts of a parallel prep)
  * in order into out; their feature settings and dtype must agree. /stats is

@@ -25,10 +25,10 @@ static inline hid_t ds_dataset_file(const ds_dataset *d)
     return ((const ds_dataset_h5 *)d->h5)->file;
 }
 
-/* ds_writer_add without the statistics: merge adds its parts' sums instead. */
-ds_status ds_writer_append(ds_dataset_writer *w, const char *id, const char *transcript,
-                           const uint8_t *labels, int n_labels, const float *features, int frames);
+/* ds_dataset_writer_add without the statistics: merge adds its parts' sums instead. */
+ds_status ds_dataset_writer_append(ds_dataset_writer *w, const char *id, const char *transcript,
+                                   const uint8_t *labels, int n_labels, const float *features, int frames);
 /* Adds count frames' per-feature sums sum [n_features] and sumsq [n_features]. */
-void ds_writer_add_sums(ds_dataset_writer *w, int64_t count, const double *sum, const double *sumsq);
+void ds_dataset_writer_add_sums(ds_dataset_writer *w, int64_t count, const double *sum, const double *sumsq);
 
 #endif

@@ -40,7 +40,7 @@ static ds_status add_part_sums(ds_dataset_writer *w, const ds_dataset *d)
                      d->path, (long long)count, (long long)frames);
         goto free_sums;
     }
-    ds_writer_add_sums(w, count, s, s + nf);
+    ds_dataset_writer_add_sums(w, count, s, s + nf);
 free_sums:
     free(s);
     return st;
@@ -58,8 +58,8 @@ static ds_status append_part(ds_dataset_writer *w, ds_dataset *d)
     for (long i = 0; i < d->n && st == DS_OK; i++) {
         st = ds_dataset_read(d, i, x);
         if (st == DS_OK)
-            st = ds_writer_append(w, d->ids[i], d->transcripts[i], d->labels + d->label_offset[i],
-                                  d->label_length[i], x, d->frames[i]);
+            st = ds_dataset_writer_append(w, d->ids[i], d->transcripts[i], d->labels + d->label_offset[i],
+                                          d->label_length[i], x, d->frames[i]);
     }
     free(x);
     return st == DS_OK ? add_part_sums(w, d) : st;
@@ -85,14 +85,14 @@ ds_status ds_dataset_merge(const char *const *parts, int n_parts, const char *ou
     ds_dataset_writer *w;
     DS_TRY(ds_dataset_open(parts[0], &first));
     ds_status st;
-    DS_TRY_GOTO(st, ds_writer_create(out, &first->feat, first->feature_dtype, &w), close_first);
+    DS_TRY_GOTO(st, ds_dataset_writer_create(out, &first->feat, first->feature_dtype, &w), close_first);
     DS_TRY_GOTO(st, append_part(w, first), abort_writer);
     for (int k = 1; k < n_parts; k++)
         DS_TRY_GOTO(st, merge_part(w, first, parts[k]), abort_writer);
     ds_dataset_close(first);
-    return ds_writer_close(w);
+    return ds_dataset_writer_close(w);
 abort_writer:
-    ds_writer_abort(w);
+    ds_dataset_writer_abort(w);
 close_first:
     ds_dataset_close(first);
     return st;

@@ -94,8 +94,8 @@ static ds_status open_file(ds_dataset_writer *w)
                              DS_DATASET_CHUNK_ROWS, DS_DATASET_CHUNK_CACHE, &w->features);
 }
 
-ds_status ds_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,
-                           ds_dataset_writer **out)
+ds_status ds_dataset_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,
+                                   ds_dataset_writer **out)
 {
     *out = NULL;
     DS_TRY(check_create_args(path, feat, feature_dtype));
@@ -128,7 +128,7 @@ free_writer:
     return st;
 }
 
-void ds_writer_abort(ds_dataset_writer *w)
+void ds_dataset_writer_abort(ds_dataset_writer *w)
 {
     if (!w)
         return;
@@ -138,7 +138,7 @@ void ds_writer_abort(ds_dataset_writer *w)
     unlink(tmp);
 }
 
-long ds_writer_count(const ds_dataset_writer *w) { return w->n; }
+long ds_dataset_writer_count(const ds_dataset_writer *w) { return w->n; }
 
 /* ---- appending ---- */
 
@@ -222,8 +222,8 @@ static ds_status pad_to_chunk(ds_dataset_writer *w)
     return DS_OK;
 }
 
-ds_status ds_writer_append(ds_dataset_writer *w, const char *id, const char *transcript,
-                           const uint8_t *labels, int n_labels, const float *features, int frames)
+ds_status ds_dataset_writer_append(ds_dataset_writer *w, const char *id, const char *transcript,
+                                   const uint8_t *labels, int n_labels, const float *features, int frames)
 {
     if (w->broken)
         return DS_FAIL(DS_ERR_IO, "%s: an earlier write failed", w->tmp);
@@ -253,7 +253,7 @@ free_strings:
     return st;
 }
 
-void ds_writer_add_sums(ds_dataset_writer *w, int64_t count, const double *sum, const double *sumsq)
+void ds_dataset_writer_add_sums(ds_dataset_writer *w, int64_t count, const double *sum, const double *sumsq)
 {
     for (int j = 0; j < w->n_features; j++) {
         w->sum[j] += sum[j];
@@ -287,11 +287,11 @@ static ds_status check_utterance(const ds_dataset_writer *w, const char *id, con
     return DS_OK;
 }
 
-ds_status ds_writer_add(ds_dataset_writer *w, const char *id, const char *transcript,
-                        const uint8_t *labels, int n_labels, const float *features, int frames)
+ds_status ds_dataset_writer_add(ds_dataset_writer *w, const char *id, const char *transcript,
+                                const uint8_t *labels, int n_labels, const float *features, int frames)
 {
     DS_TRY(check_utterance(w, id, labels, n_labels, features, frames));
-    DS_TRY(ds_writer_append(w, id, transcript, labels, n_labels, features, frames));
+    DS_TRY(ds_dataset_writer_append(w, id, transcript, labels, n_labels, features, frames));
     const int nf = w->n_features;
     for (int t = 0; t < frames; t++) {
         const float *row = features + (size_t)t * nf;
@@ -383,7 +383,7 @@ static ds_status finish_file(ds_dataset_writer *w)
     return ds_h5_close(f);
 }
 
-ds_status ds_writer_close(ds_dataset_writer *w)
+ds_status ds_dataset_writer_close(ds_dataset_writer *w)
 {
     ds_status st;
     DS_TRY_GOTO(st, finish_file(w), remove_tmp);
@@ -391,6 +391,6 @@ ds_status ds_writer_close(ds_dataset_writer *w)
     release(w);
     return st;
 remove_tmp:
-    ds_writer_abort(w);
+    ds_dataset_writer_abort(w);
     return st;
 }

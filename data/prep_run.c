@@ -134,7 +134,7 @@ static ds_status take(ds_dataset_writer *wr, const ds_prep_item *it, result *r, 
     case R_OK:
         st->written++;
         st->seconds += r->seconds;
-        return ds_writer_add(wr, it->id, r->text, r->labels, r->n_labels, r->features, r->frames);
+        return ds_dataset_writer_add(wr, it->id, r->text, r->labels, r->n_labels, r->features, r->frames);
     case R_FATAL: return DS_FAIL(DS_ERR_ARG, "%s", r->msg);
     case R_BAD_AUDIO: counter = &st->bad_audio; break;
     case R_BAD_TEXT: counter = &st->bad_text; break;
@@ -198,7 +198,7 @@ ds_status ds_prep_run(const ds_prep_list *l, long begin, long end, const char *o
         s = ds_featurizer_create(&o->feat, &ws[t].fz);
     }
     if (s == DS_OK)
-        s = ds_writer_create(out, &o->feat, o->dtype, &wr);
+        s = ds_dataset_writer_create(out, &o->feat, o->dtype, &wr);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     const double t0 = ts.tv_sec + ts.tv_nsec / 1e9;
@@ -218,9 +218,9 @@ ds_status ds_prep_run(const ds_prep_list *l, long begin, long end, const char *o
             ds_featurizer_destroy(ws[t].fz);
     }
     if (s == DS_OK)
-        s = ds_writer_close(wr);
+        s = ds_dataset_writer_close(wr);
     else if (wr)
-        ds_writer_abort(wr);
+        ds_dataset_writer_abort(wr);
     free(res);
     return s;
 }

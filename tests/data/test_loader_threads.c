@@ -46,7 +46,7 @@ static ds_status write_file(const char *path)
     if (!x)
         return DS_FAIL(DS_ERR_MEM, "features");
     ds_dataset_writer *w;
-    ds_status st = ds_writer_create(path, &feat, DS_F16, &w);
+    ds_status st = ds_dataset_writer_create(path, &feat, DS_F16, &w);
     for (int i = 0; st == DS_OK && i < N_UTT; i++) {
         const int frames = ds_rng_int(&r, MIN_T, MAX_T), n_labels = ds_rng_int(&r, 1, MAX_L);
         uint8_t labels[MAX_L];
@@ -56,12 +56,12 @@ static ds_status write_file(const char *path)
             x[k] = (float)(2.5 + 1.5 * ds_rng_normal(&r) + 0.01 * (k % dim));
         char id[32];
         snprintf(id, sizeof id, "utt-%03d", i);
-        st = ds_writer_add(w, id, "text", labels, n_labels, x, frames);
+        st = ds_dataset_writer_add(w, id, "text", labels, n_labels, x, frames);
         if (st != DS_OK)
-            ds_writer_abort(w);
+            ds_dataset_writer_abort(w);
     }
     free(x);
-    return st == DS_OK ? ds_writer_close(w) : st;
+    return st == DS_OK ? ds_dataset_writer_close(w) : st;
 }
 
 static ds_status fixture_open(fixture *fx)
@@ -219,9 +219,9 @@ static int check_widening(const fixture *fx)
     ds_dataset_writer *w;
     ds_dataset *d;
     const uint8_t label = 1;
-    T_OK(ds_writer_create(path, &fx->d->feat, DS_F16, &w));
-    T_OK(ds_writer_add(w, "halves", "a", &label, 1, x, frames));
-    T_OK(ds_writer_close(w));
+    T_OK(ds_dataset_writer_create(path, &fx->d->feat, DS_F16, &w));
+    T_OK(ds_dataset_writer_add(w, "halves", "a", &label, 1, x, frames));
+    T_OK(ds_dataset_writer_close(w));
     T_OK(ds_dataset_open(path, &d));
     T_OK(ds_dataset_read(d, 0, y));
     long bad = 0;

@@ -60,17 +60,17 @@ static void make_corpus(corpus *c)
 static ds_status write_new(const corpus *c, const char *path)
 {
     ds_dataset_writer *w;
-    DS_TRY(ds_writer_create(path, &c->feat, DS_F16, &w));
+    DS_TRY(ds_dataset_writer_create(path, &c->feat, DS_F16, &w));
     for (int i = 0; i < N_UTT; i++) {
         char id[32];
         snprintf(id, sizeof id, "utt-%03d", i);
-        ds_status st = ds_writer_add(w, id, "", c->labels, N_LABELS, c->x[i], c->frames[i]);
+        ds_status st = ds_dataset_writer_add(w, id, "", c->labels, N_LABELS, c->x[i], c->frames[i]);
         if (st != DS_OK) {
-            ds_writer_abort(w);
+            ds_dataset_writer_abort(w);
             return st;
         }
     }
-    return ds_writer_close(w);
+    return ds_dataset_writer_close(w);
 }
 
 /* The index and stats of the earlier layout: utterances back to back. */

@@ -30,7 +30,7 @@ static ds_status write_file(const char *path, const ds_model_cfg *cfg)
 {
     ds_feature_cfg feat = ds_feature_defaults();   /* 161 features: the tiny preset's */
     ds_dataset_writer *w;
-    DS_TRY(ds_writer_create(path, &feat, DS_F32, &w));
+    DS_TRY(ds_dataset_writer_create(path, &feat, DS_F32, &w));
     ds_rng g;
     ds_rng_seed(&g, 42);
     float *x = malloc((size_t)300 * cfg->n_features * sizeof *x);
@@ -50,14 +50,14 @@ static ds_status write_file(const char *path, const ds_model_cfg *cfg)
         for (long k = 0; k < (long)frames * cfg->n_features; k++)
             x[k] = (float)ds_rng_range(&g, -2, 2);
         snprintf(id, sizeof id, "u%02d", u);
-        st = ds_writer_add(w, id, text, labels, nl, x, frames);
+        st = ds_dataset_writer_add(w, id, text, labels, nl, x, frames);
     }
     free(x);
     if (st != DS_OK) {
-        ds_writer_abort(w);
+        ds_dataset_writer_abort(w);
         return st;
     }
-    return ds_writer_close(w);
+    return ds_dataset_writer_close(w);
 }
 
 int main(void)

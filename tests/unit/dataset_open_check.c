@@ -83,7 +83,7 @@ static int write_file(const char *path, const char *dtype, const char *raw_path)
     c.n_mels = 8;
     const int nf = 8, frames[3] = {5, 1100, 40}, n_labels[3] = {2, 30, 7};
     ds_dataset_writer *w;
-    if (ds_writer_create(path, &c, strcmp(dtype, "f16") == 0 ? DS_F16 : DS_F32, &w) != DS_OK)
+    if (ds_dataset_writer_create(path, &c, strcmp(dtype, "f16") == 0 ? DS_F16 : DS_F32, &w) != DS_OK)
         return fail();
     FILE *raw = fopen(raw_path, "wb");
     float *x = malloc((size_t)1100 * nf * sizeof *x);
@@ -95,7 +95,7 @@ static int write_file(const char *path, const char *dtype, const char *raw_path)
         char text[33], id[32];
         make_utterance(&r, i, frames[i], nf, x, labels, n_labels[i], text);
         snprintf(id, sizeof id, "check-%d", i);
-        st = ds_writer_add(w, id, text, labels, n_labels[i], x, frames[i]);
+        st = ds_dataset_writer_add(w, id, text, labels, n_labels[i], x, frames[i]);
         size_t n = (size_t)frames[i] * nf;
         if (st == DS_OK && fwrite(x, sizeof *x, n, raw) != n)
             st = DS_FAIL(DS_ERR_IO, "%s: cannot write", raw_path);
@@ -104,10 +104,10 @@ static int write_file(const char *path, const char *dtype, const char *raw_path)
     if (raw)
         fclose(raw);
     if (st != DS_OK) {
-        ds_writer_abort(w);
+        ds_dataset_writer_abort(w);
         return fail();
     }
-    return ds_writer_close(w) == DS_OK ? 0 : fail();
+    return ds_dataset_writer_close(w) == DS_OK ? 0 : fail();
 }
 
 int main(int argc, char **argv)

@@ -88,17 +88,17 @@ static void free_corpus(corpus *c)
 static ds_status write_range(const corpus *c, const char *path, ds_dtype dt, int lo, int hi)
 {
     ds_dataset_writer *w;
-    DS_TRY(ds_writer_create(path, &c->feat, dt, &w));
+    DS_TRY(ds_dataset_writer_create(path, &c->feat, dt, &w));
     for (int i = lo; i < hi; i++) {
-        ds_status st = ds_writer_add(w, c->id[i], c->text[i], c->labels[i], utt_labels[i], c->x[i],
-                                     utt_frames[i]);
+        ds_status st = ds_dataset_writer_add(w, c->id[i], c->text[i], c->labels[i], utt_labels[i], c->x[i],
+                                             utt_frames[i]);
         if (st != DS_OK) {
-            ds_writer_abort(w);
+            ds_dataset_writer_abort(w);
             return st;
         }
     }
-    T_CHECK(ds_writer_count(w) == hi - lo, "writer count %ld", ds_writer_count(w));
-    return ds_writer_close(w);
+    T_CHECK(ds_dataset_writer_count(w) == hi - lo, "writer count %ld", ds_dataset_writer_count(w));
+    return ds_dataset_writer_close(w);
 }
 
 /* Index, labels, ids, transcripts of d against utterances [lo, hi) of c. */
@@ -295,7 +295,7 @@ static int merge_mismatch(const corpus *c)
 static int writer_rejects(const corpus *c)
 {
     ds_dataset_writer *w;
-    T_OK(ds_writer_create(path_of("reject.h5"), &c->feat, DS_F16, &w));
+    T_OK(ds_dataset_writer_create(path_of("reject.h5"), &c->feat, DS_F16, &w));
     float *x = malloc((size_t)4 * c->nf * sizeof *x);
     for (int k = 0; k < 4 * c->nf; k++)
         x[k] = 1.0f;
@@ -309,14 +309,14 @@ static int writer_rejects(const corpus *c)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         x[5] = cases[k].bad;
         ds_clear_error();
-        ds_status st = ds_writer_add(w, cases[k].id, "AB", cases[k].labels, 2, x, 4);
+        ds_status st = ds_dataset_writer_add(w, cases[k].id, "AB", cases[k].labels, 2, x, 4);
         T_CHECK(st == cases[k].want && strstr(ds_last_error(), cases[k].id),
                 "%s: got %s: %s", cases[k].id, ds_status_name(st), ds_last_error());
     }
     x[5] = 1.0f;
-    T_OK(ds_writer_add(w, "good-utt", "A ", good, 2, x, 4));
+    T_OK(ds_dataset_writer_add(w, "good-utt", "A ", good, 2, x, 4));
     ds_clear_error();
-    T_OK(ds_writer_close(w));
+    T_OK(ds_dataset_writer_close(w));
     ds_dataset *d;
     T_OK(ds_dataset_open(path_of("reject.h5"), &d));
     T_CHECK(d->n == 1 && strcmp(d->ids[0], "good-utt") == 0 && d->total_frames == 4,
@@ -324,10 +324,10 @@ static int writer_rejects(const corpus *c)
     ds_dataset_close(d);
     unlink(path_of("reject.h5"));
 
-    T_OK(ds_writer_create(path_of("aborted.h5"), &c->feat, DS_F32, &w));
-    T_OK(ds_writer_add(w, "u", "AB", good, 2, x, 4));
+    T_OK(ds_dataset_writer_create(path_of("aborted.h5"), &c->feat, DS_F32, &w));
+    T_OK(ds_dataset_writer_add(w, "u", "AB", good, 2, x, 4));
     T_CHECK(count_tmp("aborted.h5") == 1, "no temp file while writing");
-    ds_writer_abort(w);
+    ds_dataset_writer_abort(w);
     T_CHECK(count_tmp("aborted.h5") == 0 && access(path_of("aborted.h5"), F_OK) != 0,
             "abort left a file behind");
     free(x);
@@ -342,8 +342,8 @@ static int empty_part(const corpus *c)
     snprintf(p0, sizeof p0, "%s", path_of("empty.h5"));
     snprintf(p1, sizeof p1, "%s", path_of("some.h5"));
     ds_dataset_writer *w;
-    T_OK(ds_writer_create(p0, &c->feat, DS_F16, &w));
-    T_OK(ds_writer_close(w));
+    T_OK(ds_dataset_writer_create(p0, &c->feat, DS_F16, &w));
+    T_OK(ds_dataset_writer_close(w));
     ds_dataset *d;
     T_OK(ds_dataset_open(p0, &d));
     T_CHECK(d->n == 0 && d->total_frames == 0 && d->total_labels == 0, "empty file holds %ld", d->n);

@@ -37,7 +37,7 @@ static ds_status write_file(const char *path, ds_rng *r)
     feat.n_mels = 10;
     const int dim = ds_feature_dim(&feat);
     ds_dataset_writer *w;
-    DS_TRY(ds_writer_create(path, &feat, DS_F32, &w));
+    DS_TRY(ds_dataset_writer_create(path, &feat, DS_F32, &w));
     static float x[MAX_T * 64];
     for (int i = 0; i < N_UTT; i++) {
         int frames = i == 5 ? 1 : ds_rng_int(r, 1, MAX_T), n_labels = ds_rng_int(r, 1, MAX_L);
@@ -48,13 +48,13 @@ static ds_status write_file(const char *path, ds_rng *r)
             x[k] = (float)(3.0 + 2.0 * ds_rng_normal(r) + 0.1 * (k % dim));
         char id[32];
         snprintf(id, sizeof id, "utt-%03d", i);
-        ds_status st = ds_writer_add(w, id, "text", labels, n_labels, x, frames);
+        ds_status st = ds_dataset_writer_add(w, id, "text", labels, n_labels, x, frames);
         if (st != DS_OK) {
-            ds_writer_abort(w);
+            ds_dataset_writer_abort(w);
             return st;
         }
     }
-    return ds_writer_close(w);
+    return ds_dataset_writer_close(w);
 }
 
 static ds_status fixture_open(fixture *fx)
