@@ -11,7 +11,7 @@
 #include "cli_flags.h"
 #include "decode.h"
 #include "evaluate.h"
-#include "audio_features.h"
+#include "featurizer.h"
 #include "filter.h"
 #include "log.h"
 

@@ -41,7 +41,7 @@
  *
  * Every field is validated on open; a bad file gets an error naming the file
  * and the field. dataset_verify.h checks a whole file (every chunk read, the
- * fields against each other). Features are raw (see audio_features.h);
+ * fields against each other). Features are raw (see featurizer.h);
  * normalisation happens when batches are formed.
  */
 #ifndef DS_DATASET_H
@@ -51,7 +51,7 @@
 #include <stdio.h>
 
 #include "dtype.h"
-#include "audio_features.h"
+#include "featurizer.h"
 #include "status.h"
 
 #define DS_DATASET_FORMAT "dstrain-features"

@@ -3,7 +3,7 @@
 #define DS_PREP_H
 
 #include "dataset.h"
-#include "audio_features.h"
+#include "featurizer.h"
 #include "transcript.h"
 
 typedef struct {

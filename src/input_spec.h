@@ -1,7 +1,7 @@
 /* input_spec.h - how a model's inputs are made: the feature extraction
  * (type, rate, window) and the normalisation applied when batches are
  * formed. Feature files and checkpoints record both, so they are part of the
- * core; the extraction itself lives in data/audio_features.c. */
+ * core; the extraction itself lives in data/featurizer.c. */
 #ifndef DS_INPUT_SPEC_H
 #define DS_INPUT_SPEC_H
 
@@ -28,7 +28,7 @@ ds_status ds_feature_type_parse(const char *s, ds_feature_type *out);
 int ds_feature_n_fft(const ds_feature_cfg *c);
 int ds_feature_hop(const ds_feature_cfg *c);
 int ds_feature_dim(const ds_feature_cfg *c);            /* features per frame */
-/* Frames of n samples: 1 + n / hop for even n_fft (see data/audio_features.h); 0 when n is
+/* Frames of n samples: 1 + n / hop for even n_fft (see data/featurizer.h); 0 when n is
  * below ds_feature_min_samples. */
 long ds_feature_frames(const ds_feature_cfg *c, long n_samples);
 /* The shortest audio ds_featurizer_run accepts: n_fft/2 + 1 samples (161, 10 ms). */

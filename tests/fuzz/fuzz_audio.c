@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "audio.h"
-#include "audio_features.h"
+#include "featurizer.h"
 #include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

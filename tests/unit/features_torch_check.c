@@ -1,7 +1,7 @@
 /* features_torch_check.c - runs our featurizer on the signals written by
  * tests/peer/features_cases.py (see there for the file layout) and compares
  * with the references: torch.stft for the log-spectrogram, numpy
- * implementations of the definitions in audio_features.h for log-mel and MFCC.
+ * implementations of the definitions in featurizer.h for log-mel and MFCC.
  *
  * usage: features_torch_check CASES.h5
  *
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio_features.h"
+#include "featurizer.h"
 #include "h5io.h"
 #include "testutil.h"
 

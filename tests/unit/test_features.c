@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio_features.h"
+#include "featurizer.h"
 #include "testutil.h"
 
 #define SR 16000

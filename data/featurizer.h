@@ -1,4 +1,4 @@
-/* audio_features.h - audio to feature frames with FFTW. The default follows
+/* featurizer.h - audio to feature frames with FFTW. The default follows
  * deepspeech.pytorch: 16 kHz, symmetric Hamming window of 20 ms (n_fft 320),
  * 10 ms stride, frames centred with reflect padding, log1p of the STFT
  * magnitude: 161 features per frame. Log-mel and MFCC serve DeepSpeech-1
@@ -38,8 +38,8 @@
  *              ignores n_mels, so feature_type and n_features (= n_mfcc)
  *              describe an MFCC feature file completely.
  */
-#ifndef DS_AUDIO_FEATURES_H
-#define DS_AUDIO_FEATURES_H
+#ifndef DS_FEATURIZER_H
+#define DS_FEATURIZER_H
 
 #include "input_spec.h"
 #include "status.h"
@@ -49,7 +49,7 @@ typedef struct ds_featurizer ds_featurizer;
 
 /* Checks c (positive rate, n_fft >= 2, hop >= 1, 1 <= n_mels, 1 <= n_mfcc <=
  * DS_MFCC_N_MELS). FFTW's planner is not thread-safe; creation and
- * destruction serialise it with a mutex private to features.c, so
+ * destruction serialise it with a mutex private to featurizer.c, so
  * featurizers may be created and destroyed from any thread as long as
  * nothing else in the process plans FFTW transforms. */
 ds_status ds_featurizer_create(const ds_feature_cfg *c, ds_featurizer **out);

@@ -1,7 +1,7 @@
-/* audio_features.c - audio to feature frames with FFTW; see audio_features.h.
+/* featurizer.c - audio to feature frames with FFTW; see featurizer.h.
  * All arithmetic is in double; only the
  * output is float. */
-#include "audio_features.h"
+#include "featurizer.h"
 
 #include <fftw3.h>
 #include <math.h>
