@@ -13,14 +13,14 @@ enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal
 
 static ds_status hook_ready(void *user, size_t place)
 {
-    return ds_reducer_ready(((run_ranks *)user)->dist.reducer, place);
+    return ds_reduce_ready(((run_ranks *)user)->dist.reducer, place);
 }
 
 /* Synchronised BatchNorm: the moments summed over ranks by the transport;
  * the counts are known from the global batch. */
 static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
 {
-    return ds_reducer_sum(((run_ranks *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
+    return ds_reduce_sum(((run_ranks *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
 }
 
 ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)
@@ -80,29 +80,29 @@ ds_status ds_ranks_setup(run_state *r)
     DS_TRY(broadcast_params(r));   /* fp16/bf16: the master copy, and the working copy from it */
     const ds_dtype dt = ds_model_dtype(r->m.model);
     const size_t bucket = (size_t)(o->bucket_mb * 1024 * 1024) / ds_dtype_size(dt);
-    const ds_reducer_cfg rc = {.world = o->world, .kind = o->allreduce,
-                               .be = r->m.be, .ctx = r->m.ctx,
-                               .device = o->world->device < 0 ? 0 : o->world->device, .dt = dt,
-                               .grads = ds_model_grads(r->m.model),
-                               .n = ds_model_param_span(r->m.model),
-                               .bucket_elems = bucket ? bucket : 1,
-                               .sum_capacity = sum_capacity(r->m.model),
-                               .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL,
-                               .wire = o->reduce_dtype, .wire_set = o->reduce_dtype_set};
-    DS_TRY(ds_reducer_create(&rc, &r->ranks.dist.reducer));
+    const ds_reduce_cfg rc = {.world = o->world, .kind = o->allreduce,
+                              .be = r->m.be, .ctx = r->m.ctx,
+                              .device = o->world->device < 0 ? 0 : o->world->device, .dt = dt,
+                              .grads = ds_model_grads(r->m.model),
+                              .n = ds_model_param_span(r->m.model),
+                              .bucket_elems = bucket ? bucket : 1,
+                              .sum_capacity = sum_capacity(r->m.model),
+                              .force_staging = getenv("DSTRAIN_STAGE_ALLREDUCE") != NULL,
+                              .wire = o->reduce_dtype, .wire_set = o->reduce_dtype_set};
+    DS_TRY(ds_reduce_create(&rc, &r->ranks.dist.reducer));
     r->ranks.dist.world = o->world;
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
                               .user = &r->ranks};
     ds_model_set_hooks(r->m.model, &h);
     ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
-             r->ranks.ranks, ds_reducer_buckets(r->ranks.dist.reducer), o->bucket_mb,
+             r->ranks.ranks, ds_reduce_buckets(r->ranks.dist.reducer), o->bucket_mb,
              ds_reduce_kind_name(o->allreduce), o->local_bn ? "per-rank" : "synchronised");
     return DS_OK;
 }
 
 void ds_ranks_close(run_ranks *k)
 {
-    ds_reducer_destroy(k->dist.reducer);
+    ds_reduce_destroy(k->dist.reducer);
     k->dist.reducer = NULL;
     free(k->gathered);
     free(k->sync_host);

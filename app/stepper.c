@@ -85,13 +85,13 @@ static ds_status upload(ds_stepper *s, const ds_batch *b)
 
 /* The buckets still in flight, then (fp16/bf16) BatchNorm's parameter
  * gradients, which live apart from the flat buffer in the stats dtype. */
-static ds_status reduce_rest(ds_stepper *s, ds_reducer *red, ds_reduce_timing *t)
+static ds_status reduce_rest(ds_stepper *s, ds_reduce *red, ds_reduce_timing *t)
 {
     size_t n;
     void *bn_grads = ds_model_bn_param_grads(s->m, &n);
-    DS_TRY(ds_reducer_finish(red, t));
-    return bn_grads ? ds_reducer_sum(red, bn_grads, n, ds_model_roles(s->m).stats,
-                                     "BatchNorm parameter gradients")
+    DS_TRY(ds_reduce_finish(red, t));
+    return bn_grads ? ds_reduce_sum(red, bn_grads, n, ds_model_roles(s->m).stats,
+                                    "BatchNorm parameter gradients")
                     : DS_OK;
 }
 
@@ -99,7 +99,7 @@ static ds_status reduce_rest(ds_stepper *s, ds_reducer *red, ds_reduce_timing *t
 static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
 {
     ds_model *m = s->m;
-    ds_reducer *red = s->d.reducer;
+    ds_reduce *red = s->d.reducer;
     PHASE(s, "data", upload(s, b));
     PHASE(s, "forward", ds_model_forward(m, 1));
     if (s->poison == DS_POISON_LOSS)
@@ -109,7 +109,7 @@ static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_redu
         DS_TRY(ds_model_poison_dlogits(m));
     s->poison = DS_POISON_NONE;
     if (red)
-        DS_TRY(ds_reducer_begin(red));
+        DS_TRY(ds_reduce_begin(red));
     PHASE(s, "backward", ds_model_backward(m));
     if (red)
         PHASE(s, "reduction", reduce_rest(s, red, t));

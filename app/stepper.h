@@ -14,7 +14,7 @@
 /* The ranks a step spans; world NULL or of size 1, reducer NULL: one process. */
 typedef struct {
     ds_world *world;
-    ds_reducer *reducer;
+    ds_reduce *reducer;
 } ds_dist;
 
 /* What the host learns of a step. */

@@ -21,7 +21,7 @@
  * One iteration, on every rank: refill (not timed: written on the host,
  * copied to the backend's buffer and waited for); barrier on the main
  * communicator (not timed); then, timed, either
- *   reducer: ds_reducer_begin, ds_reducer_ready(r, 0), ds_reducer_finish
+ *   reducer: ds_reduce_begin, ds_reduce_ready(r, 0), ds_reduce_finish
  *            (the whole buffer handed over at once, cut into --bucket-mb
  *            buckets), then the backend's sync of the compute context (with
  *            NCCL, finish only makes the compute stream wait: the sync is
@@ -339,26 +339,26 @@ static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t
     const char *tn = type_name(o->dt);
     const MPI_Datatype mt = ds_mpi_type(o->dt);
     *row = (bench_row){.bytes = count * es, .count = count};
-    ds_reducer *r = NULL;
+    ds_reduce *r = NULL;
     int ok = 1;
     if (o->op == OP_REDUCER) {
-        const ds_reducer_cfg rc = {.world = w, .kind = o->transport, .be = be, .ctx = m->ctx,
-                                   .device = m->device, .dt = o->dt, .grads = buf, .n = count,
-                                   .bucket_elems = bucket_elems};
-        ds_status st = ds_reducer_create(&rc, &r);
+        const ds_reduce_cfg rc = {.world = w, .kind = o->transport, .be = be, .ctx = m->ctx,
+                                  .device = m->device, .dt = o->dt, .grads = buf, .n = count,
+                                  .bucket_elems = bucket_elems};
+        ds_status st = ds_reduce_create(&rc, &r);
         if (st != DS_OK) {
-            fprintf(stderr, PROG ": rank %d: ds_reducer_create (%zu B, %s, buckets of %zu elements) "
+            fprintf(stderr, PROG ": rank %d: ds_reduce_create (%zu B, %s, buckets of %zu elements) "
                     "failed: %s: %s\n", g_rank, row->bytes, tn, bucket_elems, ds_status_name(st),
                     ds_last_error());
             ok = 0;
         }
     }
     if (!all_ok(w, ok)) {
-        ds_reducer_destroy(r);
+        ds_reduce_destroy(r);
         return 0;
     }
     if (r)
-        row->buckets = ds_reducer_buckets(r);
+        row->buckets = ds_reduce_buckets(r);
 
     double timed = 0;
     for (long it = 0; it < o->warmup + o->iters; it++) {
@@ -366,12 +366,12 @@ static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t
         mpi_check(w, MPI_Barrier(w->comm), "MPI_Barrier");
         const double t0 = MPI_Wtime();
         if (r) {
-            ds_status st = ds_reducer_begin(r);
+            ds_status st = ds_reduce_begin(r);
             if (st == DS_OK)
-                st = ds_reducer_ready(r, 0);
+                st = ds_reduce_ready(r, 0);
             if (st == DS_OK)
-                st = ds_reducer_finish(r, NULL);
-            bench_check(w, st, "ds_reducer_finish", row, tn, it);
+                st = ds_reduce_finish(r, NULL);
+            bench_check(w, st, "ds_reduce_finish", row, tn, it);
             bench_check(w, be->sync(m->ctx), "sync after the reduction", row, tn, it);
         } else {
             mpi_check(w, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mt, MPI_SUM, w->comm),
@@ -381,7 +381,7 @@ static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t
         if (it >= o->warmup)
             timed += t1 - t0;
     }
-    ds_reducer_destroy(r);
+    ds_reduce_destroy(r);
 
     bench_check(w, be->to_host(m->ctx, o->dt, count + 2 * GUARD, m->mem, m->host), "to_host", row,
                 tn, o->warmup + o->iters);
@@ -420,8 +420,8 @@ static void print_header(ds_world *w, const bench_opts *o, const bench_mem *m,
                "per bucket on grad_comm, %s\n", strcmp(o->device, "cpu")
                ? "staged through pinned host buffers from the GPU" : "host memory");
     if (o->op == OP_REDUCER)
-        printf("# bucket %g MiB = %zu elements; timed: ds_reducer_begin, ds_reducer_ready(0), "
-               "ds_reducer_finish, sync of the compute context\n", o->bucket_mb, bucket_elems);
+        printf("# bucket %g MiB = %zu elements; timed: ds_reduce_begin, ds_reduce_ready(0), "
+               "ds_reduce_finish, sync of the compute context\n", o->bucket_mb, bucket_elems);
     else
         printf("# mpi: one MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) of the whole buffer from the main "
                "thread\n");

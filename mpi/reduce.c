@@ -12,15 +12,15 @@
 #include "nccl_comm.h"
 #endif
 
-struct ds_reducer {
-    ds_reducer_cfg c;
+struct ds_reduce {
+    ds_reduce_cfg c;
     ds_transport *t;
     int nb, handed;
     ds_event **ev;              /* [nb] one per bucket, created once */
 };
 
 /* Bucket k covers [lo, hi): bucket 0 ends at n. */
-static void bucket_range(const ds_reducer *r, int k, size_t *lo, size_t *hi)
+static void bucket_range(const ds_reduce *r, int k, size_t *lo, size_t *hi)
 {
     *hi = r->c.n - (size_t)k * r->c.bucket_elems;
     *lo = *hi > r->c.bucket_elems ? *hi - r->c.bucket_elems : 0;
@@ -50,9 +50,9 @@ ds_reduce_kind ds_reduce_default(const char *device)
     return DS_REDUCE_MPI;
 }
 
-static ds_status open_transport(ds_reducer *r)
+static ds_status open_transport(ds_reduce *r)
 {
-    const ds_reducer_cfg *c = &r->c;
+    const ds_reduce_cfg *c = &r->c;
     const ds_transport_cfg tc = {.world = c->world, .be = c->be, .ctx = c->ctx, .device = c->device,
                                  .dt = c->dt, .grads = c->grads, .n = c->n,
                                  .bucket_elems = c->bucket_elems, .sum_capacity = c->sum_capacity,
@@ -78,13 +78,13 @@ void ds_reduce_describe(char *buf, size_t size)
 #endif
 }
 
-ds_status ds_reducer_create(const ds_reducer_cfg *c, ds_reducer **out)
+ds_status ds_reduce_create(const ds_reduce_cfg *c, ds_reduce **out)
 {
     *out = NULL;
     if (c->bucket_elems < 1 || c->n < 1)
         return DS_FAIL(DS_ERR_ARG, "gradient reduction of %zu elements in buckets of %zu", c->n,
                        c->bucket_elems);
-    ds_reducer *r = calloc(1, sizeof *r);
+    ds_reduce *r = calloc(1, sizeof *r);
     if (!r)
         return DS_FAIL(DS_ERR_MEM, "reducer");
     r->c = *c;
@@ -96,14 +96,14 @@ ds_status ds_reducer_create(const ds_reducer_cfg *c, ds_reducer **out)
     if (st == DS_OK)
         st = open_transport(r);
     if (st != DS_OK) {
-        ds_reducer_destroy(r);
+        ds_reduce_destroy(r);
         return st;
     }
     *out = r;
     return DS_OK;
 }
 
-void ds_reducer_destroy(ds_reducer *r)
+void ds_reduce_destroy(ds_reduce *r)
 {
     if (!r)
         return;
@@ -116,15 +116,15 @@ void ds_reducer_destroy(ds_reducer *r)
     free(r);
 }
 
-int ds_reducer_buckets(const ds_reducer *r) { return r->nb; }
+int ds_reduce_buckets(const ds_reduce *r) { return r->nb; }
 
-ds_status ds_reducer_begin(ds_reducer *r)
+ds_status ds_reduce_begin(ds_reduce *r)
 {
     r->handed = 0;
     return r->t->ops->begin(r->t);
 }
 
-ds_status ds_reducer_ready(ds_reducer *r, size_t offset)
+ds_status ds_reduce_ready(ds_reduce *r, size_t offset)
 {
     size_t lo, hi;
     const int first = r->handed;
@@ -142,14 +142,14 @@ ds_status ds_reducer_ready(ds_reducer *r, size_t offset)
     return DS_OK;
 }
 
-ds_status ds_reducer_finish(ds_reducer *r, ds_reduce_timing *t)
+ds_status ds_reduce_finish(ds_reduce *r, ds_reduce_timing *t)
 {
     ds_reduce_timing scratch;
-    DS_TRY(ds_reducer_ready(r, 0));
+    DS_TRY(ds_reduce_ready(r, 0));
     return r->t->ops->finish(r->t, r->nb, t ? t : &scratch);
 }
 
-ds_status ds_reducer_sum(ds_reducer *r, void *buf, size_t count, ds_dtype dt, const char *what)
+ds_status ds_reduce_sum(ds_reduce *r, void *buf, size_t count, ds_dtype dt, const char *what)
 {
     return r->t->ops->sum_now(r->t, buf, count, dt, what);
 }

@@ -68,18 +68,18 @@ static long check(ds_world *w, const ds_backend *be, ds_ctx *ctx, ds_dtype dt, i
     }
     T_OK(be->alloc(ctx, dt, N, &grads));
     T_OK(t_put_real(be, ctx, dt, N, in, grads));
-    const ds_reducer_cfg rc = {.world = w, .kind = DS_REDUCE_MPI, .be = be, .ctx = ctx, .dt = dt,
-                               .grads = grads, .n = N, .bucket_elems = BUCKET,
-                               .wire = wire, .wire_set = wire_set};
-    ds_reducer *red = NULL;
-    T_OK(ds_reducer_create(&rc, &red));
+    const ds_reduce_cfg rc = {.world = w, .kind = DS_REDUCE_MPI, .be = be, .ctx = ctx, .dt = dt,
+                              .grads = grads, .n = N, .bucket_elems = BUCKET,
+                              .wire = wire, .wire_set = wire_set};
+    ds_reduce *red = NULL;
+    T_OK(ds_reduce_create(&rc, &red));
     if (!red)
         goto out;
-    T_OK(ds_reducer_begin(red));
-    T_OK(ds_reducer_ready(red, 0));
-    T_OK(ds_reducer_finish(red, NULL));
+    T_OK(ds_reduce_begin(red));
+    T_OK(ds_reduce_ready(red, 0));
+    T_OK(ds_reduce_finish(red, NULL));
     T_OK(t_get_real(be, ctx, dt, N, grads, got));
-    ds_reducer_destroy(red);
+    ds_reduce_destroy(red);
     bad = 0;
     for (size_t i = 0; i < N; i++)
         bad += got[i] != want[i];

@@ -108,7 +108,7 @@ static double at(const run *r, const unsigned char *raw, size_t i)
 }
 
 /* One step through reducer red; results into out, out_mom. */
-static ds_status one_step(run *r, ds_reducer *red, int s, int nccl, unsigned char *out,
+static ds_status one_step(run *r, ds_reduce *red, int s, int nccl, unsigned char *out,
                           unsigned char *out_mom, int stall)
 {
     const ds_backend *be = r->be;
@@ -126,23 +126,23 @@ static ds_status one_step(run *r, ds_reducer *red, int s, int nccl, unsigned cha
     }
     void *m = ds_elem(r->mom, r->dt, GUARD);
     if (stall == STALL_SUM) {   /* the others wait in the sum alone */
-        DS_TRY(ds_reducer_sum(red, m, C2, r->dt, "BatchNorm moments"));
+        DS_TRY(ds_reduce_sum(red, m, C2, r->dt, "BatchNorm moments"));
         return be->to_host(r->ctx, r->dt, GUARD * 2 + C2, r->mom, out_mom);
     }
     ds_backend_counters c0, c1;
     be->counters(r->ctx, &c0);
     ds_reduce_timing t = {0};
-    DS_TRY(ds_reducer_begin(red));
-    DS_TRY(ds_reducer_ready(red, N - N / 4));
+    DS_TRY(ds_reduce_begin(red));
+    DS_TRY(ds_reduce_ready(red, N - N / 4));
     if (!stall)   /* a stalled step waits in buckets alone: one watch can fire */
-        DS_TRY(ds_reducer_sum(red, m, C2, r->dt, "BatchNorm moments"));
-    DS_TRY(ds_reducer_ready(red, N / 3));
-    DS_TRY(ds_reducer_finish(red, &t));
+        DS_TRY(ds_reduce_sum(red, m, C2, r->dt, "BatchNorm moments"));
+    DS_TRY(ds_reduce_ready(red, N / 3));
+    DS_TRY(ds_reduce_finish(red, &t));
     be->counters(r->ctx, &c1);
     if (nccl) {
         T_CHECK(c1.to_host == c0.to_host, "NCCL step made %ld blocking reads", c1.to_host - c0.to_host);
-        T_CHECK(t.buckets == ds_reducer_buckets(red), "timing: %d of %d buckets", t.buckets,
-                ds_reducer_buckets(red));
+        T_CHECK(t.buckets == ds_reduce_buckets(red), "timing: %d of %d buckets", t.buckets,
+                ds_reduce_buckets(red));
         /* one rank's allreduce in place does nothing: its time may round to 0 */
         T_CHECK(t.reduce_ms >= 0 && t.hidden_ms >= 0 && t.wait_ms >= 0 && t.backward_ms >= 0 &&
                 (s == 0 || r->w->size == 1 || t.reduce_ms > 0),
@@ -161,12 +161,12 @@ static ds_status one_step(run *r, ds_reducer *red, int s, int nccl, unsigned cha
 static int run_transport(run *r, ds_reduce_kind kind, int stall)
 {
     const int k = kind == DS_REDUCE_NCCL;
-    const ds_reducer_cfg rc = {.world = r->w, .kind = kind, .be = r->be, .ctx = r->ctx,
-                               .device = r->w->device < 0 ? 0 : r->w->device, .dt = r->dt,
-                               .grads = ds_elem(r->grads, r->dt, GUARD), .n = N,
-                               .bucket_elems = BUCKET, .sum_capacity = C2};
-    ds_reducer *red = NULL;
-    ds_status st = ds_reducer_create(&rc, &red);
+    const ds_reduce_cfg rc = {.world = r->w, .kind = kind, .be = r->be, .ctx = r->ctx,
+                              .device = r->w->device < 0 ? 0 : r->w->device, .dt = r->dt,
+                              .grads = ds_elem(r->grads, r->dt, GUARD), .n = N,
+                              .bucket_elems = BUCKET, .sum_capacity = C2};
+    ds_reduce *red = NULL;
+    ds_status st = ds_reduce_create(&rc, &red);
     if (st != DS_OK && strstr(ds_last_error(), "refuses two ranks on one GPU")) {
         if (r->w->rank == 0)
             printf("skipped: %s\n", ds_last_error());
@@ -177,12 +177,12 @@ static int run_transport(run *r, ds_reduce_kind kind, int stall)
     T_CHECK(st == DS_OK, "reducer (%s): %s", k ? "nccl" : "mpi", ds_last_error());
     if (st != DS_OK)
         return 0;
-    T_CHECK(ds_reducer_buckets(red) == (N + BUCKET - 1) / BUCKET, "%d buckets", ds_reducer_buckets(red));
+    T_CHECK(ds_reduce_buckets(red) == (N + BUCKET - 1) / BUCKET, "%d buckets", ds_reduce_buckets(red));
     for (int s = 0; s < STEPS && st == DS_OK; s++) {
         st = one_step(r, red, s, k, r->out[k][s], r->out_mom[k][s], k && s == 2 ? stall : 0);
         T_CHECK(st == DS_OK, "%s step %d: %s", k ? "nccl" : "mpi", s, ds_last_error());
     }
-    ds_reducer_destroy(red);
+    ds_reduce_destroy(red);
     return st == DS_OK;
 }
 
