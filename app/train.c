@@ -119,7 +119,8 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     report_memory(r);
     if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */
         char h5[160];
-        ds_print("note: %s\n", ds_h5_thread_mode(h5, sizeof h5));
+        ds_print("note: %s (the loader's readers take turns in it)\n",
+                 ds_h5_thread_mode(h5, sizeof h5));
     }
     DS_TRY(describe_run(r));
     if (r->ranks.rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "h5lock.h"
 #include "rng.h"
 
 /* One reader thread and its own buffers. */
@@ -501,19 +500,6 @@ static ds_status alloc_buffers(ds_loader *l)
     return DS_OK;
 }
 
-/* Says once per process, on stderr, when the readers' HDF5 calls are
- * serialised by ds_h5_lock (a build without thread safety, or
- * DSTRAIN_H5_SERIALIZE=1): correct, but reads then never overlap. */
-static void check_h5_threads(int threads)
-{
-    static int told;
-    if (threads > 1 && !ds_h5_threadsafe() && !__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED)) {
-        char mode[160];
-        fprintf(stderr, "loader: %s: %d reader threads take turns in HDF5\n",
-                ds_h5_thread_mode(mode, sizeof mode), threads);
-    }
-}
-
 static void stop_readers(ds_loader *l);
 
 /* Mutex, conditions and threads; on failure undoes what it made. */
@@ -548,7 +534,6 @@ ds_status ds_loader_start(const ds_loader_cfg *cfg, ds_loader **out)
     *out = NULL;
     const ds_loader_cfg c = resolved(cfg);
     DS_TRY(check_cfg(&c));
-    check_h5_threads(c.threads);
     ds_loader *l = calloc(1, sizeof *l);
     if (!l)
         return DS_FAIL(DS_ERR_MEM, "loader");
