@@ -7,3 +7,11 @@ export OPENBLAS_NUM_THREADS=1
 pass=0 fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+# running PID: the process exists and has not ended. A zombie has ended: its
+# parent (mpiexec, a daemon's launcher) exited without reaping it, and PID 1
+# of a container need not reap orphans, yet `kill -0` still succeeds on it.
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}

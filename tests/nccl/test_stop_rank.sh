@@ -68,12 +68,16 @@ if [ "$transport" = nccl ]; then
   grep -q "in the NCCL allreduce of .*aborting the NCCL communicator" "$work/out" \
     && echo "(the NCCL watch ended it)" || echo "(the MPI watchdog ended it first)"
 fi
-# every rank has ended, the stopped one too
-sleep 2
-left=""
-for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+# every rank has ended, the stopped one too (up to 5 s for the launcher's kills)
+for _ in $(seq 25); do
+  left=""
+  for p in $pids; do running "$p" && left="$left $p"; done
+  [ -z "$left" ] && break
+  sleep 0.2
+done
 if [ -z "$left" ]; then ok; else
   bad "processes left running:$left"
+  ps -o pid,ppid,stat,wchan:24,args -p "${left# }" >&2
   for p in $left; do kill -CONT "$p"; kill -KILL "$p"; done 2>/dev/null
 fi
 echo "test_stop_rank ($device, $transport): $pass passed, $fail failed"
