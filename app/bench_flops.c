@@ -20,7 +20,7 @@ static double utterance_fwd(const ds_model_cfg *cfg, int t, double *first_conv)
         fi = fo;
         ci = c->channels;
     }
-    const int G = ds_cell_gates(cfg->cell), H = cfg->hidden, dirs = cfg->bidirectional ? 2 : 1;
+    const int G = ds_backend_cell_gates(cfg->cell), H = cfg->hidden, dirs = cfg->bidirectional ? 2 : 1;
     int in = ci * fi;
     for (int j = 0; j < cfg->rnn_layers; j++) {
         f += (double)dirs * t * 2.0 * G * H * (in + H);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "bench_report.h"
-#include "fileutil.h"
+#include "file.h"
 #include "build_info.h"
 #include "cpu_isa.h"
 #include "reduce.h"

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "fileutil.h"
+#include "file.h"
 #include "train_run.h"
 
 #define POOL 4             /* synthetic global batches, used in turn */
@@ -298,8 +298,8 @@ ds_status ds_bench_run(const ds_bench_cfg *c, ds_bench_result *res)
     ds_status st = bench(&s);
     if (st == DS_ERR_MEM) {   /* did not fit: a result, not a failure */
         res->status = DS_ERR_MEM;
-        snprintf(res->error, sizeof res->error, "%s", ds_last_error());
-        ds_clear_error();
+        snprintf(res->error, sizeof res->error, "%s", ds_status_last_error());
+        ds_status_clear_error();
         st = DS_OK;
     }
     if (s.trace)   /* a run that failed leaves no half trace */

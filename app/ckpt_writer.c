@@ -41,8 +41,8 @@ static void write_image(ds_ckpt_writer *w)
     d->st = ds_ckpt_image_write(w->img, d->path);
     if (d->st == DS_OK && w->keep > 0)   /* old ones go only once the new one is in place */
         d->st = ds_checkpoint_prune(w->dir, w->keep, &d->removed);
-    if (d->st != DS_OK)   /* ds_last_error is the thread's own */
-        snprintf(d->msg, sizeof d->msg, "%s", ds_last_error());
+    if (d->st != DS_OK)   /* ds_status_last_error is the thread's own */
+        snprintf(d->msg, sizeof d->msg, "%s", ds_status_last_error());
     d->write_s = now_s() - t0;
 }
 

@@ -4,7 +4,7 @@
 #define DS_CLI_H
 
 #include "checkpoint.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "config.h"
 #include "model.h"
 
@@ -46,7 +46,7 @@ ds_status ds_cli_checkpoint_model(const char *ckpt, const ds_model_limits *lim, 
                                   ds_model **m, ds_ckpt_info *info);
 void ds_cli_free_model(ds_ctx *ctx, ds_model *m);
 
-/* The option table of each subcommand (cli_flags.h), and all of them in
+/* The option table of each subcommand (flags.h), and all of them in
  * dstrain --help's order, NULL-terminated (cli_common.c): a new subcommand
  * is listed there to be in the help, the reference in docs/cli.md and its tests. */
 extern const ds_flag_cmd ds_cli_prep_cmd, ds_cli_train_cmd, ds_cli_eval_cmd,

@@ -16,9 +16,9 @@
 
 #include "bench_report.h"
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "cpu_isa.h"
-#include "fileutil.h"
+#include "file.h"
 #include "world.h"
 
 extern char **environ;
@@ -45,7 +45,7 @@ enum {
 };
 
 /* The options of dstrain bench: its --help and its part of docs/cli.md
- * (cli_flags.h). */
+ * (flags.h). */
 static const ds_flag bench_flags[] = {
     DS_FLAG_SECTION("what"),
     DS_FLAG_ARG(O_MODEL, "model", "PRESET", "tiny",
@@ -226,7 +226,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
             bad = ds_reduce_kind_parse(optarg, &b->run.allreduce) != DS_OK;
             have_allreduce = 1;
             if (bad)
-                fprintf(stderr, "dstrain bench: %s\n", ds_last_error());
+                fprintf(stderr, "dstrain bench: %s\n", ds_status_last_error());
             break;
         case O_BUCKET: bad = ds_cli_num("bench", "bucket-mb", optarg, 1e-6, 1e5, &b->run.bucket_mb); break;
         case O_TIMEOUT: bad = ds_cli_num("bench", "timeout", optarg, 0, 1e7, &a->timeout); break;
@@ -285,7 +285,7 @@ static cJSON *run_here(const ds_bench_cfg *c, int measure_peak, int child)
     ds_status st = ds_bench_run(&cc, &res);
     if (st != DS_OK) {
         char why[512];
-        snprintf(why, sizeof why, "%s: %.480s", ds_status_name(st), ds_last_error());
+        snprintf(why, sizeof why, "%s: %.480s", ds_status_name(st), ds_status_last_error());
         ds_cli_fail("bench", st);
         ds_bench_result_free(&res);
         return child ? error_result(c, why) : NULL;
@@ -306,7 +306,7 @@ static cJSON *read_child(const char *path)
 {
     char *text;
     if (ds_file_read_text(path, (size_t)1 << 26, "a probe's result", &text) != DS_OK) {
-        ds_clear_error();   /* the caller says how the probe ended */
+        ds_status_clear_error();   /* the caller says how the probe ended */
         return NULL;
     }
     cJSON *doc = cJSON_Parse(text), *results = cJSON_GetObjectItem(doc, "results");

@@ -13,7 +13,7 @@
 #include "build_info.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "h5lock.h"
+#include "h5_lock.h"
 #include "cpu_isa.h"
 #include "reduce.h"
 
@@ -61,7 +61,7 @@ int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype 
 
 int ds_cli_fail(const char *cmd, ds_status st)
 {
-    fprintf(stderr, "dstrain %s: %s: %s\n", cmd, ds_status_name(st), ds_last_error());
+    fprintf(stderr, "dstrain %s: %s: %s\n", cmd, ds_status_name(st), ds_status_last_error());
     return 1;
 }
 
@@ -183,7 +183,7 @@ const ds_flag_cmd *const ds_cli_commands[] = {
     &ds_cli_info_cmd, &ds_cli_bench_cmd, &ds_cli_export_cmd, &ds_cli_import_cmd,
     &ds_cli_version_cmd, &ds_cli_help_cmd, NULL};
 
-/* How every command reads its options (cli_flags.c); in dstrain --help and
+/* How every command reads its options (flags.c); in dstrain --help and
  * the reference. */
 static const char *const conventions =
     "Options are matched whole, as `--batch 8` or `--batch=8`: an abbreviation such as "

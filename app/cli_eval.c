@@ -8,7 +8,7 @@
 #include "audio.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "decode.h"
 #include "evaluate.h"
 #include "featurizer.h"
@@ -48,7 +48,7 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
     DS_TRY_GOTO(st, ds_evaluate(m, d, keep, n, batch, info.norm, &r), out);
     printf("%s: %ld utterances (%ld too short for the model, not scored)\n", data, n, fs.ctc_impossible);
     printf("WER %.4f  CER %.4f  loss %.4f\n", ds_score_wer(&r.score), ds_score_cer(&r.score),
-           ds_printable(r.loss));
+           ds_log_printable(r.loss));
 out:
     ds_cli_free_model(ctx, m);
     free(keep);
@@ -244,7 +244,7 @@ int ds_cli_transcribe(int argc, char **argv)
     }
     int failed = 0;
     for (int i = optind; i < argc; i++) {
-        ds_clear_error();
+        ds_status_clear_error();
         ds_status st = transcribe_one(ckpt, argv[i], max_s);
         if (st != DS_OK)
             failed = ds_cli_fail("transcribe", st);

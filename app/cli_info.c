@@ -5,7 +5,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "dataset.h"
 #include "dataset_verify.h"
 #include "model.h"
@@ -64,7 +64,7 @@ static int info_h5(const char *path)
     if (st == DS_OK) {
         printf("checkpoint %s: step %ld, epoch %d, %s, features %s (%d), normalisation %s\n", path,
                ck.step, ck.epoch, ds_dtype_name(dt), ds_feature_type_name(ck.feat.type),
-               ds_feature_dim(&ck.feat), ds_norm_name(ck.norm));
+               ds_feature_dim(&ck.feat), ds_feature_norm_name(ck.norm));
         describe(&cfg);
         /* end to end: every dataset read (HDF5 checks its checksum) and its values checked */
         const ds_model_limits lim = {.batch = 1, .frames = 64, .label_len = 8};
@@ -88,13 +88,13 @@ static int info_h5(const char *path)
                "values finite\n", slots >= 0 ? " and optimizer tensor" : "");
         return 0;
     }
-    ds_clear_error();
-    ds_verify_summary vs;
+    ds_status_clear_error();
+    ds_dataset_verify_summary vs;
     st = ds_dataset_open(path, &d);
     if (st != DS_OK) {
         /* nothing to describe: the verification names the first problem
          * most precisely (missing, not HDF5, truncated, which dataset) */
-        ds_clear_error();
+        ds_status_clear_error();
         st = ds_dataset_verify(path, NULL, &vs);
         if (st == DS_OK)
             st = DS_FAIL(DS_ERR_IO, "%s: could not be opened, then verified: did it change?", path);
@@ -106,7 +106,7 @@ static int info_h5(const char *path)
     st = ds_dataset_verify(path, stderr, &vs);
     if (st != DS_OK)
         return ds_cli_fail("info", st);
-    ds_verify_print(path, &vs, stdout);
+    ds_dataset_verify_print(path, &vs, stdout);
     return 0;
 }
 

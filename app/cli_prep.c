@@ -10,9 +10,9 @@
 
 #include "audio.h"
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "dataset_verify.h"
-#include "fileutil.h"
+#include "file.h"
 #include "prep.h"
 
 enum { O_OUT = 256, O_FEATURES, O_N_MELS, O_N_MFCC, O_DTYPE, O_ON_UNKNOWN, O_THREADS, O_QUIET,
@@ -108,7 +108,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
         default: return ds_flags_unhandled(&fl, c);
         }
         if (st != DS_OK) {
-            fprintf(stderr, "dstrain prep: %s\n", ds_last_error());
+            fprintf(stderr, "dstrain prep: %s\n", ds_status_last_error());
             return 2;
         }
     }
@@ -175,8 +175,8 @@ static ds_status run_prep(prep_args *a, int rank, int size, int local)
      * and not empty: a failed prep never destroys a good feature file. The
      * stage's name is new and random (the writer reaches it by rename). */
     const char *in_what[] = {"source"}, *in[] = {a->source};
-    DS_TRY(ds_refuse_output_over_input("prep", "feature file (--out)", a->out, in_what, in, 1));
-    DS_TRY(ds_tmp_name(a->out, "feature file", stage, sizeof stage));
+    DS_TRY(ds_file_refuse_output_over_input("prep", "feature file (--out)", a->out, in_what, in, 1));
+    DS_TRY(ds_file_tmp_name(a->out, "feature file", stage, sizeof stage));
     DS_TRY(!strcmp(a->kind, "librispeech") ? ds_prep_scan_librispeech(a->source, &l)
                                            : ds_prep_scan_manifest(a->source, &l));
     if (a->o.threads <= 0) {
@@ -222,11 +222,11 @@ static ds_status run_prep(prep_args *a, int rank, int size, int local)
 /* --verify FILE: the whole file read and checked (dataset_verify.h). */
 static int verify(const prep_args *a)
 {
-    ds_verify_summary s;
+    ds_dataset_verify_summary s;
     ds_status st = ds_dataset_verify(a->verify, a->o.progress < 0 ? NULL : stderr, &s);
     if (st != DS_OK)
         return ds_cli_fail("prep", st);
-    ds_verify_print(a->verify, &s, stdout);
+    ds_dataset_verify_print(a->verify, &s, stdout);
     return 0;
 }
 

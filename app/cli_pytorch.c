@@ -1,7 +1,7 @@
 /* cli_pytorch.c - `dstrain export --pytorch` (a checkpoint as a PyTorch
  * state_dict in deepspeech.pytorch's DeepSpeech layout) and `dstrain import
  * --pytorch` (such a state_dict as a checkpoint). The file format is
- * pytorch/pt_file.h, the names and shapes pytorch/ds_layout.h. */
+ * pytorch/pt_file.h, the names and shapes pytorch/pt_layout.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +9,10 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "convert.h"
-#include "ds_layout.h"
-#include "fileutil.h"
+#include "pt_layout.h"
+#include "file.h"
 #include "pt_file.h"
 
 enum { O_PYTORCH = 256, O_MODEL, O_CONFIG, O_PRECISION };
@@ -180,7 +180,7 @@ int ds_cli_export(int argc, char **argv)
         return 2;
     }
     const char *in_what[] = {"checkpoint"}, *in[] = {argv[optind]};
-    ds_status st = ds_refuse_output_over_input("export", "state_dict", argv[optind + 1], in_what, in, 1);
+    ds_status st = ds_file_refuse_output_over_input("export", "state_dict", argv[optind + 1], in_what, in, 1);
     if (st == DS_OK)
         st = run_export(argv[optind], argv[optind + 1]);
     return st == DS_OK ? 0 : ds_cli_fail("export", st);
@@ -408,7 +408,7 @@ int ds_cli_import(int argc, char **argv)
     if (ds_cli_load_model("import", config ? NULL : preset ? preset : "ds2", config, &cfg))
         return 1;
     const char *in_what[] = {"state_dict"}, *in[] = {argv[optind]};
-    ds_status st = ds_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 1);
+    ds_status st = ds_file_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 1);
     if (st == DS_OK)
         st = run_import(argv[optind], argv[optind + 1], &cfg, dt);
     return st == DS_OK ? 0 : ds_cli_fail("import", st);

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "model.h"
 #include "loader.h"
 #include "train.h"
@@ -21,7 +21,7 @@ enum {
 };
 
 /* The options of dstrain train: its --help and its part of docs/cli.md
- * (cli_flags.h). */
+ * (flags.h). */
 static const ds_flag train_flags[] = {
     DS_FLAG_SECTION("model and data"),
     DS_FLAG_ARG(O_MODEL, "model", "PRESET", "tiny",
@@ -219,7 +219,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_VAL: o->val_path = optarg; break;
         case O_MIN_DUR: bad = num("min-duration", optarg, 0, 1e6, &o->min_duration); break;
         case O_MAX_DUR: bad = num("max-duration", optarg, 0, 1e6, &o->max_duration); break;
-        case O_NORM: bad = ds_norm_parse(optarg, &o->norm) != DS_OK; break;
+        case O_NORM: bad = ds_feature_norm_parse(optarg, &o->norm) != DS_OK; break;
         case O_SPECAUG: o->aug = (ds_specaug){2, 27, 2, 40}; break;
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
         case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
@@ -288,7 +288,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         default: return ds_flags_unhandled(&fl, c);
         }
         if (bad && (c == O_OPTIMIZER || c == O_SCHEDULE || c == O_NORM || c == O_ALLREDUCE))
-            fprintf(stderr, "dstrain train: %s\n", ds_last_error());
+            fprintf(stderr, "dstrain train: %s\n", ds_status_last_error());
     }
     if (bad)
         return 2;
@@ -371,7 +371,7 @@ int ds_cli_train(int argc, char **argv)
     if (st != DS_OK)
         return fail_ranks(&world, st);
     o.world = &world;
-    ds_print("dstrain train: %s, %zu parameters, %s on %s, %d rank%s x batch %d, seed %llu\n",
+    ds_log_print("dstrain train: %s, %zu parameters, %s on %s, %d rank%s x batch %d, seed %llu\n",
              o.model.name, ds_model_config_param_count(&o.model), ds_dtype_name(o.precision), o.device,
              world.size, world.size > 1 ? "s" : "", o.batch, (unsigned long long)o.seed);
     ds_train_result r;
@@ -379,28 +379,28 @@ int ds_cli_train(int argc, char **argv)
     if (st != DS_OK)
         return fail_ranks(&world, st);
     if (r.stop_signal) {   /* a scheduler's SIGTERM or SIGUSR1: saved, exit "try again" */
-        ds_print("stopped by %s after step %ld: %s%s\n", strsignal(r.stop_signal), r.steps,
+        ds_log_print("stopped by %s after step %ld: %s%s\n", strsignal(r.stop_signal), r.steps,
                  r.stop_checkpoint[0] ? "checkpoint " : "nothing saved (no --checkpoint-dir)",
                  r.stop_checkpoint);
         ds_world_finalize(&world);
         return DS_EXIT_PREEMPTED;
     }
     if (r.steps == r.start_step && r.start_step > 0) {   /* resumed a run already complete */
-        ds_print("nothing to train: the checkpoint is at step %ld and this run ends at step %ld "
+        ds_log_print("nothing to train: the checkpoint is at step %ld and this run ends at step %ld "
                  "(raise --epochs or --steps to train on)\n", r.start_step, r.total);
         ds_world_finalize(&world);
         return 0;
     }
-    ds_print("done: %ld steps, loss %.4f -> %.4f", r.steps, ds_printable(r.first_loss),
-             ds_printable(r.last_loss));
+    ds_log_print("done: %ld steps, loss %.4f -> %.4f", r.steps, ds_log_printable(r.first_loss),
+             ds_log_printable(r.last_loss));
     if (r.last_cer >= 0)
-        ds_print(", batch CER %.3f", r.last_cer);
+        ds_log_print(", batch CER %.3f", r.last_cer);
     if (r.steps > 1)
-        ds_print(", %.1f ms/step, %.1f utt/s", r.mean_step_ms, r.samples_per_s);
-    ds_print("%s\n", r.skipped ? " (some steps skipped)" : "");
+        ds_log_print(", %.1f ms/step, %.1f utt/s", r.mean_step_ms, r.samples_per_s);
+    ds_log_print("%s\n", r.skipped ? " (some steps skipped)" : "");
     if (r.val_cer >= 0)
-        ds_print("validation: WER %.3f  CER %.3f  loss %.4f\n", r.val_wer, r.val_cer, r.val_loss);
-    ds_print("%s memory: %.1f MiB in use, %.1f MiB at peak\n", o.device, r.mem_in_use / 1048576.0,
+        ds_log_print("validation: WER %.3f  CER %.3f  loss %.4f\n", r.val_wer, r.val_cer, r.val_loss);
+    ds_log_print("%s memory: %.1f MiB in use, %.1f MiB at peak\n", o.device, r.mem_in_use / 1048576.0,
              r.mem_peak / 1048576.0);
     ds_world_finalize(&world);
     return 0;

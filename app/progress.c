@@ -62,5 +62,5 @@ void ds_progress_step(ds_progress *p, const ds_step_metrics *s, long total, long
     snprintf(line, sizeof line, "%s[%s] %3.0f%%  step %ld/%ld  loss %s  %.1f utt/s  %s %s", epoch,
              bar, 100 * frac, s->step, total, loss, p->utt_s,
              s->step < total ? "ETA" : "done in", left);
-    ds_print_bar(line, s->step >= total);
+    ds_log_print_bar(line, s->step >= total);
 }

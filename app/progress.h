@@ -1,7 +1,7 @@
 /* progress.h - dstrain train's progress bar on rank 0's terminal: epoch,
  * a bar, the step, the loss and throughput (running means) and the time
  * left, redrawn in place. Off, the console has only the --print-every
- * lines; those print over the bar when it is on (log.h: ds_print_bar). */
+ * lines; those print over the bar when it is on (log.h: ds_log_print_bar). */
 #ifndef DS_PROGRESS_H
 #define DS_PROGRESS_H
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fileutil.h"
+#include "file.h"
 #include "train_run.h"
 
 enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal */
@@ -94,7 +94,7 @@ ds_status ds_ranks_setup(run_state *r)
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
                               .user = &r->ranks};
     ds_model_set_hooks(r->m.model, &h);
-    ds_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
+    ds_log_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
              r->ranks.ranks, ds_reduce_buckets(r->ranks.dist.reducer), o->bucket_mb,
              ds_reduce_kind_name(o->allreduce), o->local_bn ? "per-rank" : "synchronised");
     return DS_OK;
@@ -130,7 +130,7 @@ ds_status ds_ranks_gather_metrics(run_ranks *k, ds_world *world, const ds_step_o
     ds_world_wait_begin(w, "gathering step metrics");
     int rc = MPI_Allgather(mine, GATHERED, MPI_DOUBLE, k->gathered, GATHERED, MPI_DOUBLE, w->comm);
     ds_world_wait_end(w);
-    DS_TRY(ds_mpi_check(rc, "MPI_Allgather of step metrics"));
+    DS_TRY(ds_world_check(rc, "MPI_Allgather of step metrics"));
     s->loss = 0;
     s->n_infinite = 0;
     for (int i = 0; i < k->ranks; i++) {   /* the global loss: every rank's share, in rank order */
@@ -179,7 +179,7 @@ ds_status ds_ranks_check_sync(run_state *r, long step)
     int rc = MPI_Allgather(&h, 1, MPI_UINT64_T, r->ranks.sync_sums, 1, MPI_UINT64_T,
                            r->o->world->comm);
     ds_world_wait_end(r->o->world);
-    DS_TRY(ds_mpi_check(rc, "MPI_Allgather of parameter checksums"));
+    DS_TRY(ds_world_check(rc, "MPI_Allgather of parameter checksums"));
     char differ[256] = "";
     for (int k = 1; k < r->ranks.ranks; k++)
         if (r->ranks.sync_sums[k] != r->ranks.sync_sums[0] && strlen(differ) < sizeof differ - 16)
@@ -198,7 +198,7 @@ static ds_status write_token(const char *dir, char *name, char *value)
     char base[NAME];
     int fd;
     snprintf(base, sizeof base, "%s/.dstrain-shared", dir);
-    DS_TRY(ds_tmp_create(base, "shared-folder token", name, NAME, &fd));
+    DS_TRY(ds_file_tmp_create(base, "shared-folder token", name, NAME, &fd));
     snprintf(value, TOKEN, "%s %ld", name + strlen(base), (long)getpid());
     const ssize_t n = (ssize_t)strlen(value);
     const int ok = write(fd, value, (size_t)n) == n;

@@ -25,7 +25,7 @@ static ds_status same_run(run_state *r, const char *path, const ds_ckpt_info *in
         return DS_FAIL(DS_ERR_ARG, "%s: made by a different run, it cannot be resumed by this one: "
                        "%s", path, why);
     if (notes[0])
-        ds_print("resume: options changed since %s: %s\n", path, notes);
+        ds_log_print("resume: options changed since %s: %s\n", path, notes);
     return DS_OK;
 }
 
@@ -71,8 +71,8 @@ static ds_status choose(run_state *r, char *path, size_t cap)
         st = take(r, path, &foreign);
         if (st == DS_OK || foreign)   /* another run's: resuming an older one is no cure */
             break;
-        ds_print("resume: skipping %s: %s\n", path, ds_last_error());
-        ds_clear_error();
+        ds_log_print("resume: skipping %s: %s\n", path, ds_status_last_error());
+        ds_status_clear_error();
         st = DS_OK;
     }
     if (st != DS_OK)
@@ -84,10 +84,10 @@ static ds_status choose(run_state *r, char *path, size_t cap)
                      "start afresh)", dir, n);
     }
     if (st == DS_OK && n == 0) {
-        ds_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);
+        ds_log_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);
         const char *restarts = getenv("SLURM_RESTART_COUNT");
         if (restarts && atol(restarts) > 0)   /* a requeue should find its predecessor's */
-            ds_print("warning: this job was requeued (SLURM_RESTART_COUNT=%s) but %s holds no "
+            ds_log_print("warning: this job was requeued (SLURM_RESTART_COUNT=%s) but %s holds no "
                      "checkpoint: if the run before wrote some, the folder is not the one it "
                      "wrote to (a node-local disk?); this run starts at step 0\n", restarts, dir);
     }
@@ -144,7 +144,7 @@ ds_status ds_resume_run(run_state *r)
     if (r->ranks.ranks > 1 && path[0])   /* the file is read once, by rank 0 */
         DS_TRY(send_resumed(r));
     if (path[0])
-        ds_print("resumed from %s: step %ld, epoch %d, global batch %ld of the epoch\n", path,
+        ds_log_print("resumed from %s: step %ld, epoch %d, global batch %ld of the epoch\n", path,
                  r->pos.start_step, r->pos.start_epoch, r->pos.start_batch);
     return DS_OK;
 }

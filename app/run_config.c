@@ -87,7 +87,7 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
         ds_dtype_name(o->precision), o->device, o->batch * ranks, o->batch, ranks,
         (unsigned long long)o->seed);
     put(&t, "data=%s\nfeatures=%s\nutterances=%ld\nnorm=%s\n", o->train_path ? o->train_path : "synthetic",
-        features, utterances, ds_norm_name(o->norm));
+        features, utterances, ds_feature_norm_name(o->norm));
     if (data_fingerprint)
         put(&t, "data_fingerprint=%s\n", data_fingerprint);
     if (!o->train_path)

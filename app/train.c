@@ -15,8 +15,8 @@
 
 #include "checkpoint.h"
 #include "ckpt_writer.h"
-#include "fileutil.h"
-#include "h5lock.h"
+#include "file.h"
+#include "h5_lock.h"
 #include "evaluate.h"
 #include "run_config.h"
 #include "train_run.h"
@@ -55,8 +55,8 @@ static ds_status planned(run_state *r, const ds_model_limits *lim, const char *w
     if (st != DS_ERR_MEM)
         return st;
     char why[1024];
-    snprintf(why, sizeof why, "%s", ds_last_error());
-    ds_clear_error();   /* this message wraps the allocator's */
+    snprintf(why, sizeof why, "%s", ds_status_last_error());
+    ds_status_clear_error();   /* this message wraps the allocator's */
     return DS_FAIL(DS_ERR_MEM, "out of memory on %s planning batch %d, length limit %d frames, "
                    "labels up to %d, precision %s: %s; lower --batch, --max-duration (or "
                    "--max-frames) or the precision",
@@ -69,7 +69,7 @@ static void report_memory(run_state *r)
 {
     ds_backend_counters c;
     r->m.be->counters(r->m.ctx, &c);
-    ds_print("%s memory planned: %.1f MiB in use, %.1f MiB at peak\n", r->o->device,
+    ds_log_print("%s memory planned: %.1f MiB in use, %.1f MiB at peak\n", r->o->device,
              c.bytes_in_use / 1048576.0, c.bytes_peak / 1048576.0);
 }
 
@@ -119,22 +119,22 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     report_memory(r);
     if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */
         char h5[160];
-        ds_print("note: %s (the loader's readers take turns in it)\n",
+        ds_log_print("note: %s (the loader's readers take turns in it)\n",
                  ds_h5_thread_mode(h5, sizeof h5));
     }
     DS_TRY(describe_run(r));
     if (r->ranks.rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
-        DS_TRY(ds_dir_ready(o->checkpoint_dir, "checkpoint directory"));
+        DS_TRY(ds_file_dir_ready(o->checkpoint_dir, "checkpoint directory"));
         /* before anything in it is removed or chosen to resume from */
         DS_TRY(ds_dir_lock_take(o->checkpoint_dir, "checkpoint directory", &r->loop.ckpt_lock));
         int removed;
         if (ds_checkpoint_remove_partial(o->checkpoint_dir, &removed) != DS_OK) {
             /* harmless where it stays: a resume never chooses it */
-            ds_print("warning: %s; training goes on\n", ds_last_error());
-            ds_clear_error();
+            ds_log_print("warning: %s; training goes on\n", ds_status_last_error());
+            ds_status_clear_error();
         }
         if (removed)
-            ds_print("removed %d partial checkpoint%s (step-N.h5.*.tmp) left by a save cut short\n",
+            ds_log_print("removed %d partial checkpoint%s (step-N.h5.*.tmp) left by a save cut short\n",
                      removed, removed == 1 ? "" : "s");
         /* the image's host memory now: a save later cannot fail for want of it */
         DS_TRY(planned(r, &lim, "the host",
@@ -156,12 +156,12 @@ static ds_status save_failed(run_state *r, long step, ds_status st, const char *
 {
     char why[1024];
     snprintf(why, sizeof why, "%s", why_now);   /* may be the error about to be cleared */
-    ds_clear_error();
+    ds_status_clear_error();
     if (!r->o->checkpoint_continue)
         return DS_FAIL(st, "checkpoint at step %ld not written: %s", step, why);
-    ds_print("warning: checkpoint at step %ld not written (%s); training goes on "
+    ds_log_print("warning: checkpoint at step %ld not written (%s); training goes on "
              "(--checkpoint-error continue)\n", step, why);
-    ds_clear_error();   /* the next failure's message is its own */
+    ds_status_clear_error();   /* the next failure's message is its own */
     return DS_OK;
 }
 
@@ -178,13 +178,13 @@ static ds_status report_save(run_state *r, int wait)
     const int sync = r->o->checkpoint_sync;
     /* training waited for the copy (and the save before it); for the write too when sync */
     const double stall = d.wait_s + d.take_s + (sync ? d.write_s : 0);
-    ds_print("checkpoint %s (training stalled %.2f s; written in %.2f s%s)\n", d.path, stall,
+    ds_log_print("checkpoint %s (training stalled %.2f s; written in %.2f s%s)\n", d.path, stall,
              d.write_s, sync ? "" : " beside training");
     char line[1400], path[1200];
     snprintf(line, sizeof line,
              "{\"checkpoint\":%s,\"step\":%ld,\"stall_s\":%.4f,\"wait_s\":%.4f,"
              "\"take_s\":%.4f,\"write_s\":%.4f,\"async\":%s}",
-             ds_json_str(d.path, path, sizeof path), d.step, stall, d.wait_s, d.take_s, d.write_s,
+             ds_log_json_str(d.path, path, sizeof path), d.step, stall, d.wait_s, d.take_s, d.write_s,
              sync ? "false" : "true");
     return ds_log_raw(&r->loop.log, line);
 }
@@ -213,14 +213,14 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
     ds_fault_arm_save(step);
     ds_status st = ds_ckpt_writer_save(r->loop.ckpt, path, &info);
     if (st != DS_OK)
-        return save_failed(r, step, st, ds_last_error());
+        return save_failed(r, step, st, ds_status_last_error());
     return r->o->checkpoint_sync ? report_save(r, 1) : DS_OK;
 }
 
 static void print_step(long total, const ds_step_metrics *s)
 {
-    const double loss = ds_printable(s->loss);
-    ds_print("step %6ld/%ld  epoch %d  loss %8.4f  cer %5.3f  lr %.3g  |g| %8.3f  %6.1f ms  "
+    const double loss = ds_log_printable(s->loss);
+    ds_log_print("step %6ld/%ld  epoch %d  loss %8.4f  cer %5.3f  lr %.3g  |g| %8.3f  %6.1f ms  "
              "%7.1f utt/s%s\n",
              s->step, total, s->epoch, loss, s->cer, s->lr, s->grad_norm, s->step_ms,
              s->samples_per_s, s->skipped ? (isfinite(loss) ? "  (skipped: non-finite gradient)"
@@ -257,11 +257,11 @@ static ds_status validate(run_state *r, long step, int epoch, ds_train_result *r
     snprintf(line, sizeof line,
              "{\"eval\":\"val\",\"epoch\":%d,\"step\":%ld,\"loss\":%s,\"wer\":%.6f,"
              "\"cer\":%.6f,\"utterances\":%ld,\"n_inf\":%ld}",
-             epoch, step, ds_json_num(ev.loss, loss), res->val_wer, res->val_cer,
+             epoch, step, ds_log_json_num(ev.loss, loss), res->val_wer, res->val_cer,
              ev.score.utterances, ev.n_infinite);
     DS_TRY(ds_log_raw(&r->loop.log, line));
-    ds_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances, after step %ld)\n",
-             epoch, ds_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances, step);
+    ds_log_print("epoch %d  val loss %.4f  WER %.3f  CER %.3f  (%ld utterances, after step %ld)\n",
+             epoch, ds_log_printable(ev.loss), res->val_wer, res->val_cer, ev.score.utterances, step);
     return DS_OK;
 }
 
@@ -374,7 +374,7 @@ static ds_status check_log_is_no_input(const ds_train_opts *o)
                           "checkpoint to resume (--resume)"};
     const char *in[] = {o->train_path, o->val_path,
                         o->resume && strcmp(o->resume, "auto") != 0 ? o->resume : NULL};
-    return ds_refuse_output_over_input("train", "metrics log (--log)", o->log_path, what, in, 3);
+    return ds_file_refuse_output_over_input("train", "metrics log (--log)", o->log_path, what, in, 3);
 }
 
 ds_status ds_train(const ds_train_opts *o, ds_train_result *res)

@@ -14,14 +14,14 @@ static ds_status open_split(const ds_train_opts *o, const char *path, ds_dataset
 {
     DS_TRY(ds_dataset_open(path, d));
     if ((*d)->version < 2)
-        ds_print("warning: %s: a version 1 feature file: its settings (type, rate, window, stride) "
+        ds_log_print("warning: %s: a version 1 feature file: its settings (type, rate, window, stride) "
                  "carry no checksum and are taken as they are; prep it again to seal them\n",
                  path);
     if ((*d)->n_features != o->model.n_features)
         return DS_FAIL(DS_ERR_ARG, "%s: %d features per frame, model %s expects %d", path,
                        (*d)->n_features, o->model.name, o->model.n_features);
     DS_TRY(ds_filter_dataset(*d, &o->model, o->min_duration, o->max_duration, keep, n, fs));
-    ds_print("%s: %ld of %ld utterances kept (dropped: %ld too short for CTC, %ld outside the "
+    ds_log_print("%s: %ld of %ld utterances kept (dropped: %ld too short for CTC, %ld outside the "
              "duration limits)\n",
              path, fs->kept, (*d)->n, fs->ctc_impossible, fs->too_short + fs->too_long);
     if (*n == 0)

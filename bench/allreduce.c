@@ -59,7 +59,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "cli_flags.h"
+#include "flags.h"
 #include "dtype.h"
 #include "reduce.h"
 #include "world.h"
@@ -84,7 +84,7 @@ typedef struct {
 
 static int g_rank = 0;
 
-/* ---- options (cli_flags.h): parsed by every rank alike, said by rank 0 ---- */
+/* ---- options (flags.h): parsed by every rank alike, said by rank 0 ---- */
 
 enum { O_MIN = 256, O_MAX, O_FACTOR, O_ITERS, O_WARMUP, O_TYPE, O_BUCKET, O_OP, O_TRANSPORT,
        O_DEVICE, O_TIMEOUT };
@@ -228,8 +228,8 @@ static void fatal(ds_world *w, const char *fmt, ...)
 
 static void mpi_check(ds_world *w, int rc, const char *call)
 {
-    if (ds_mpi_check(rc, call) != DS_OK)
-        fatal(w, "%s", ds_last_error());
+    if (ds_world_check(rc, call) != DS_OK)
+        fatal(w, "%s", ds_status_last_error());
 }
 
 /* 1 when every rank's ok is 1. */
@@ -237,7 +237,7 @@ static int all_ok(ds_world *w, int ok)
 {
     int n = ok != 0;
     if (ds_world_allreduce_sum(w, &n, 1, MPI_INT, "MPI_Allreduce(ok)") != DS_OK)
-        fatal(w, "%s", ds_last_error());
+        fatal(w, "%s", ds_status_last_error());
     return n == w->size;
 }
 
@@ -313,7 +313,7 @@ static void bench_check(ds_world *w, ds_status st, const char *call, const bench
 {
     if (st != DS_OK)
         fatal(w, "%s (%zu B, %s, iteration %ld): %s: %s", call, row->bytes, tn, it,
-              ds_status_name(st), ds_last_error());
+              ds_status_name(st), ds_status_last_error());
 }
 
 /* Writes iteration it's inputs into the backend's buffer and waits for the copy. */
@@ -337,7 +337,7 @@ static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t
     void *buf = m->buf;
     const size_t es = ds_dtype_size(o->dt);
     const char *tn = type_name(o->dt);
-    const MPI_Datatype mt = ds_mpi_type(o->dt);
+    const MPI_Datatype mt = ds_world_type(o->dt);
     *row = (bench_row){.bytes = count * es, .count = count};
     ds_reduce *r = NULL;
     int ok = 1;
@@ -349,7 +349,7 @@ static int run_size(ds_world *w, const bench_opts *o, const bench_mem *m, size_t
         if (st != DS_OK) {
             fprintf(stderr, PROG ": rank %d: ds_reduce_create (%zu B, %s, buckets of %zu elements) "
                     "failed: %s: %s\n", g_rank, row->bytes, tn, bucket_elems, ds_status_name(st),
-                    ds_last_error());
+                    ds_status_last_error());
             ok = 0;
         }
     }
@@ -475,17 +475,17 @@ static int open_mem(ds_world *w, const bench_opts *o, bench_mem *m, size_t max_c
     if (o->transport == DS_REDUCE_NCCL &&   /* NCCL refuses ranks sharing a device */
         (st = ds_device_bind(w->local_rank, w->local_size, w->binding.visible_devices, 1,
                              &w->binding)) != DS_OK) {
-        fprintf(stderr, PROG ": rank %d: %s\n", g_rank, ds_last_error());
+        fprintf(stderr, PROG ": rank %d: %s\n", g_rank, ds_status_last_error());
         return 0;
     }
     if ((st = m->be->ctx_create(m->device, NULL, &m->ctx)) != DS_OK) {
         fprintf(stderr, PROG ": rank %d: ctx_create (%s, device %d) failed: %s: %s\n", g_rank,
-                o->device, m->device, ds_status_name(st), ds_last_error());
+                o->device, m->device, ds_status_name(st), ds_status_last_error());
         return 0;
     }
     if ((st = m->be->alloc(m->ctx, o->dt, n, &m->mem)) != DS_OK) {
         fprintf(stderr, PROG ": rank %d: alloc (%s, %zu %s elements) failed: %s: %s\n", g_rank,
-                o->device, n, type_name(o->dt), ds_status_name(st), ds_last_error());
+                o->device, n, type_name(o->dt), ds_status_name(st), ds_status_last_error());
         return 0;
     }
     m->host = malloc(n * es);
@@ -513,10 +513,10 @@ int main(int argc, char **argv)
     /* MPI first, so that only rank 0 says what is wrong with the options;
      * ds_world_init below takes the watchdog timeout from them */
     int provided = 0;
-    if (ds_mpi_check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided),
+    if (ds_world_check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided),
                      "MPI_Init_thread") != DS_OK ||
-        ds_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank") != DS_OK) {
-        fprintf(stderr, PROG ": %s\n", ds_last_error());
+        ds_world_check(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank") != DS_OK) {
+        fprintf(stderr, PROG ": %s\n", ds_status_last_error());
         return 1;
     }
     ds_flags_quiet(g_rank != 0);
@@ -530,7 +530,7 @@ int main(int argc, char **argv)
     ds_world w;
     ds_status st = ds_world_init(&w, gpus, parsed == 0 ? o.timeout_s : 0);
     if (st != DS_OK) {
-        fprintf(stderr, PROG ": ds_world_init failed: %s: %s\n", ds_status_name(st), ds_last_error());
+        fprintf(stderr, PROG ": ds_world_init failed: %s: %s\n", ds_status_name(st), ds_status_last_error());
         ds_world_finalize(&w);
         return 1;
     }

@@ -50,10 +50,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli_flags.h"
+#include "flags.h"
 #include "dataset.h"
-#include "h5lock.h"
-#include "input_spec.h"
+#include "h5_lock.h"
+#include "feature.h"
 #include "loader.h"
 #include "rng.h"
 #include "sampler.h"
@@ -77,7 +77,7 @@ enum { M_UTTS, M_BATCHES, M_FRAMES, M_PADDED, M_DISK_BYTES, M_SECONDS, M_RCHAR, 
 
 static int g_rank = 0;
 
-/* ---- options (cli_flags.h): parsed by every rank alike, said by rank 0 ---- */
+/* ---- options (flags.h): parsed by every rank alike, said by rank 0 ---- */
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -155,7 +155,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         case O_NORM:
             if (!(bad = ds_flags_choice(&fl, norms, &k))) {
                 o->norm_name = norms[k];
-                bad = ds_norm_parse(norms[k], &o->norm) != DS_OK;
+                bad = ds_feature_norm_parse(norms[k], &o->norm) != DS_OK;
             }
             break;
         default: return ds_flags_unhandled(&fl, c);
@@ -173,7 +173,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 static void ds_error(const bench_opts *o, const char *call, ds_status st)
 {
     fprintf(stderr, PROG ": rank %d: %s: %s failed: %s: %s\n", g_rank, o->data ? o->data : "-",
-            call, ds_status_name(st), ds_last_error());
+            call, ds_status_name(st), ds_status_last_error());
 }
 
 /* An MPI failure leaves the ranks unable to agree: end the job. */
@@ -181,13 +181,13 @@ static void mpi_failed(ds_world *w) __attribute__((noreturn));
 static void mpi_failed(ds_world *w)
 {
     char why[1100];
-    snprintf(why, sizeof why, PROG ": %s", ds_last_error());
+    snprintf(why, sizeof why, PROG ": %s", ds_status_last_error());
     ds_world_abort(w, why);
 }
 
 static void mpi_check(ds_world *w, int rc, const char *call)
 {
-    if (ds_mpi_check(rc, call) != DS_OK)
+    if (ds_world_check(rc, call) != DS_OK)
         mpi_failed(w);
 }
 
@@ -255,7 +255,7 @@ static int make_file(const bench_opts *o)
     free(x);
     if (st != DS_OK) {
         fprintf(stderr, PROG ": %s: making the file failed: %s\n", o->make,
-                x ? ds_last_error() : "out of memory");
+                x ? ds_status_last_error() : "out of memory");
         return 0;
     }
     printf("# " PROG ": wrote %s: %ld utterances, LibriSpeech lengths, float16, %d features\n",
@@ -526,7 +526,7 @@ int main(int argc, char **argv)
     ds_status st = ds_world_init(&w, 0, 0);
     if (st != DS_OK) {
         fprintf(stderr, PROG ": ds_world_init failed: %s: %s\n", ds_status_name(st),
-                ds_last_error());
+                ds_status_last_error());
         ds_world_finalize(&w);
         return 1;
     }

@@ -21,7 +21,7 @@ if(DSTRAIN_FUZZ)
   add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link>
                       $<$<COMPILE_LANGUAGE:C>:-Wno-pass-failed>)
   # the conventional switch: checksums computed but not enforced, so mutated
-  # attributes reach the code that reads them (src/h5seal.c)
+  # attributes reach the code that reads them (src/h5_seal.c)
   add_compile_definitions(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
 endif()
 

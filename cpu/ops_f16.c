@@ -1,8 +1,8 @@
 /* ops_f16.c - the CPU ops in float16, emulated: the half_<op> wrappers of
  * ops_half.inc (widen to float32, run the float32 table of the instruction
  * set chosen, round back) and the float16 table. */
-#define HALF_TO_F32 ds_f32_from_f16_n
-#define HALF_FROM_F32 ds_f16_from_f32_n
+#define HALF_TO_F32 ds_half_f32_from_f16_n
+#define HALF_FROM_F32 ds_half_f16_from_f32_n
 #include "ops_half.inc"
 #include "ops_table.h"
 

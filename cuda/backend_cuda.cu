@@ -190,7 +190,7 @@ static void unreserve(ds_ctx *c, size_t bytes)
 static ds_status cuda_alloc(ds_ctx *c, ds_dtype t, size_t count, void **out)
 {
     USE_DEVICE(c);
-    const size_t bytes = ds_align_elems(t, count ? count : 1) * ds_dtype_size(t);
+    const size_t bytes = ds_backend_align_elems(t, count ? count : 1) * ds_dtype_size(t);
     DS_TRY(reserve(c, count, t, bytes));
     void *p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);

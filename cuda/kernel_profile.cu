@@ -66,7 +66,7 @@ static ds_status cupti_fail(CUptiResult r, const char *call, const char *file, i
     const char *msg = nullptr;
     if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || !msg)
         msg = "unknown CUPTI error";
-    return ds_fail(r == CUPTI_ERROR_OUT_OF_MEMORY ? DS_ERR_MEM : DS_ERR_BACKEND, file, line,
+    return ds_status_fail(r == CUPTI_ERROR_OUT_OF_MEMORY ? DS_ERR_MEM : DS_ERR_BACKEND, file, line,
                    "%s: %s (CUPTI error %d)", call, msg, (int)r);
 }
 

@@ -411,7 +411,7 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     if (!p)
         return DS_FAIL(DS_ERR_MEM, "rnn plan");
     p->d = *d;
-    p->gates = ds_cell_gates(d->cell);
+    p->gates = ds_backend_cell_gates(d->cell);
     p->lens = (int *)calloc((size_t)d->max_n, sizeof(int));
     ds_rnn_layout lay = {};   /* offset[1][*] stays 0 for one direction */
     ds_status st = p->lens ? DS_OK : DS_FAIL(DS_ERR_MEM, "rnn plan: %d lengths", d->max_n);

@@ -21,7 +21,7 @@
  *     window_size_s, window_stride_s (float64), window ("hamming"), n_fft (integer),
  *     feature_type (log-spectrogram | log-mel | mfcc), n_features (integer: also
  *     n_mels for log-mel, n_mfcc for mfcc), alphabet (the 29 symbols, see alphabet.h),
- *     attributes_crc32 (integer: CRC-32 of the others, h5seal.h; required from
+ *     attributes_crc32 (integer: CRC-32 of the others, h5_seal.h; required from
  *     version 2, absent from version 1 files, which are still read)
  *
  * Strings are variable-length UTF-8 (fixed-length ones are read too). Offsets
@@ -83,7 +83,7 @@ typedef struct {
 
 /* Opens and validates path. Feature reads go through one HDF5 handle,
  * serialised by ds_h5_lock where the HDF5 build is not thread-safe
- * (h5lock.h), so threads may share it. */
+ * (h5_lock.h), so threads may share it. */
 ds_status ds_dataset_open(const char *path, ds_dataset **out);
 
 /* What identifies d's content whatever its name: a CRC-32 of its utterance
@@ -100,7 +100,7 @@ ds_status ds_dataset_read(ds_dataset *d, long i, float *out);
  * patterns or float32, d->feature_dtype) -> raw [sum of their frames][n_features],
  * utterance idx[j] from row row[j] [n] of raw on. One HDF5 read (a union of
  * the utterances' row ranges) when no two ranges overlap, else one per
- * utterance. Takes ds_h5_lock (h5lock.h) around its HDF5 calls: any number
+ * utterance. Takes ds_h5_lock (h5_lock.h) around its HDF5 calls: any number
  * of threads may call it, and ds_dataset_widen, on one d at once. */
 ds_status ds_dataset_read_raw(ds_dataset *d, const long *idx, int n, void *raw, size_t *row);
 /* Utterance i's stored rows raw [frames[i]][n_features] (from
@@ -116,7 +116,7 @@ void ds_dataset_describe(const ds_dataset *d, FILE *f);
 
 typedef struct ds_dataset_writer ds_dataset_writer;
 
-/* Writes to a new temporary file beside path (fileutil.h) and renames it
+/* Writes to a new temporary file beside path (file.h) and renames it
  * into place on close. feature_dtype
  * is DS_F16 or DS_F32. */
 ds_status ds_dataset_writer_create(const char *path, const ds_feature_cfg *feat, ds_dtype feature_dtype,

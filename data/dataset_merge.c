@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "dataset_impl.h"
-#include "h5io.h"
+#include "h5_io.h"
 
 /* b's feature settings and dtype are a's. */
 static ds_status check_compatible(const ds_dataset *a, const ds_dataset *b)

@@ -13,9 +13,9 @@
 
 #include "alphabet.h"
 #include "dataset_impl.h"
-#include "h5io.h"
-#include "h5seal.h"
-#include "h5lock.h"
+#include "h5_io.h"
+#include "h5_seal.h"
+#include "h5_lock.h"
 #include "half.h"
 
 /* The /utterances arrays, all [N]; the first sets N. */
@@ -571,7 +571,7 @@ static int widen_portable(float *dst, const uint16_t *src, size_t n)
     int any = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
     for (; k < n; k++) {
         any |= (src[k] & 0x7c00) == 0x7c00;
-        dst[k] = ds_f32_from_f16(src[k]);
+        dst[k] = ds_half_f32_from_f16(src[k]);
     }
     return any;
 }
@@ -594,7 +594,7 @@ __attribute__((target("avx,f16c"))) static int widen_f16c(float *dst, const uint
     int any = _mm_movemask_epi8(bad) != 0;
     for (; k < n; k++) {
         any |= (src[k] & 0x7c00) == 0x7c00;
-        dst[k] = ds_f32_from_f16(src[k]);
+        dst[k] = ds_half_f32_from_f16(src[k]);
     }
     return any;
 }

@@ -16,7 +16,7 @@
 
 #define SLICE_BYTES ((size_t)8 << 20)   /* step 2 reads at most this much at a time */
 
-double ds_verify_now(void)
+double ds_dataset_verify_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,7 +57,7 @@ static ds_status open_checked(const char *path, hid_t *out)
     ds_status st = find_signature(path, fd, (long long)sb.st_size);
     close(fd);
     DS_TRY(st);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* errors are reported through ds_fail */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* errors are reported through ds_status_fail */
     *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*out < 0) {
         char why[1024];
@@ -72,11 +72,11 @@ static ds_status open_checked(const char *path, hid_t *out)
 
 typedef struct {
     const char *path;
-    ds_verify_summary *sum;
+    ds_dataset_verify_summary *sum;
     ds_status st;
 } visit_ctx;
 
-void ds_verify_note_unchecked(ds_verify_summary *s, hid_t ds, const char *name)
+void ds_dataset_verify_note_unchecked(ds_dataset_verify_summary *s, hid_t ds, const char *name)
 {
     hid_t dcpl = H5Dget_create_plist(ds);
     unsigned flags;
@@ -152,7 +152,7 @@ static ds_status read_whole(visit_ctx *v, hid_t ds, const char *name)
     if (st == DS_OK) {
         v->sum->datasets++;
         v->sum->bytes += (long long)H5Dget_storage_size(ds);
-        ds_verify_note_unchecked(v->sum, ds, name);
+        ds_dataset_verify_note_unchecked(v->sum, ds, name);
     }
 close:
     if (mt >= 0)
@@ -182,7 +182,7 @@ static herr_t visit_one(hid_t g, const char *name, const H5L_info_t *info, void 
     return v->st == DS_OK ? 0 : -1;
 }
 
-static ds_status read_small_datasets(const char *path, hid_t f, ds_verify_summary *sum)
+static ds_status read_small_datasets(const char *path, hid_t f, ds_dataset_verify_summary *sum)
 {
     visit_ctx v = {path, sum, DS_OK};
     char why[1024];
@@ -194,7 +194,7 @@ static ds_status read_small_datasets(const char *path, hid_t f, ds_verify_summar
 
 /* ---- all steps ---- */
 
-static ds_status verify_steps(ds_verify_ctx *c)
+static ds_status verify_steps(ds_dataset_verify_ctx *c)
 {
     hid_t f;
     DS_TRY(open_checked(c->path, &f));
@@ -208,26 +208,26 @@ static ds_status verify_steps(ds_verify_ctx *c)
     c->sum->n_features = c->d->n_features;
     c->sum->dtype = ds_dtype_name(c->d->feature_dtype);
     c->sum->unsealed = c->d->version < 2;
-    DS_TRY(ds_verify_index(c));
-    return ds_verify_features(c);
+    DS_TRY(ds_dataset_verify_index(c));
+    return ds_dataset_verify_features(c);
 }
 
-ds_status ds_dataset_verify(const char *path, FILE *progress, ds_verify_summary *out)
+ds_status ds_dataset_verify(const char *path, FILE *progress, ds_dataset_verify_summary *out)
 {
-    ds_clear_error();   /* a top-level operation: its first failure is the message */
-    ds_verify_summary sum;
+    ds_status_clear_error();   /* a top-level operation: its first failure is the message */
+    ds_dataset_verify_summary sum;
     memset(&sum, 0, sizeof sum);
-    ds_verify_ctx c = {.path = path, .progress = progress, .t0 = ds_verify_now(), .sum = &sum};
+    ds_dataset_verify_ctx c = {.path = path, .progress = progress, .t0 = ds_dataset_verify_now(), .sum = &sum};
     ds_status st = verify_steps(&c);
     ds_dataset_close(c.d);
     free(c.frames);
-    sum.seconds = ds_verify_now() - c.t0;
+    sum.seconds = ds_dataset_verify_now() - c.t0;
     if (st == DS_OK)
         *out = sum;
     return st;
 }
 
-void ds_verify_print(const char *path, const ds_verify_summary *s, FILE *f)
+void ds_dataset_verify_print(const char *path, const ds_dataset_verify_summary *s, FILE *f)
 {
     fprintf(f, "verified: %s: %ld utterances, %lld frames of %d %s features, %lld labels; "
             "%d datasets read in full (%.2f MiB) in %.2f s: every checksum matches, features "

@@ -41,12 +41,12 @@ typedef struct {
     int constant_features;           /* /stats/std exactly 0 */
     char unchecked[512];             /* datasets stored without a checksum, ", "-separated */
     int unsealed;                    /* a version 1 file: its attributes carry no checksum */
-} ds_verify_summary;
+} ds_dataset_verify_summary;
 
 /* Steps 1-5 on path. progress (may be NULL): a line every ~5 s while
  * /features is read, with the percentage read. *out is filled on success. */
-ds_status ds_dataset_verify(const char *path, FILE *progress, ds_verify_summary *out);
+ds_status ds_dataset_verify(const char *path, FILE *progress, ds_dataset_verify_summary *out);
 /* "verified: PATH: ..." and a "  note: ..." line per allowed oddity. */
-void ds_verify_print(const char *path, const ds_verify_summary *s, FILE *f);
+void ds_dataset_verify_print(const char *path, const ds_dataset_verify_summary *s, FILE *f);
 
 #endif

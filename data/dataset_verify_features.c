@@ -8,14 +8,14 @@
 
 #include "dataset_impl.h"
 #include "dataset_verify_impl.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "half.h"
 
 #define SLICE_BYTES ((size_t)8 << 20)   /* /features is read this much at a time */
 #define PROGRESS_S 5.0                  /* seconds between progress lines */
 
 typedef struct {
-    ds_verify_ctx *c;
+    ds_dataset_verify_ctx *c;
     hid_t ds, mt;                /* /features, and the type it is read as */
     size_t cols, esize;          /* n_features; bytes per value read */
     hsize_t chunk_rows;
@@ -26,7 +26,7 @@ typedef struct {
     double last_progress;
 } scan;
 
-const char *ds_verify_row_name(const ds_verify_ctx *c, int64_t row, char *buf, size_t cap)
+const char *ds_dataset_verify_row_name(const ds_dataset_verify_ctx *c, int64_t row, char *buf, size_t cap)
 {
     long lo = 0, hi = c->d->n;   /* the last span starting at or before row */
     while (hi - lo > 1) {
@@ -36,7 +36,7 @@ const char *ds_verify_row_name(const ds_verify_ctx *c, int64_t row, char *buf, s
         else
             hi = mid;
     }
-    const ds_verify_span *s = &c->frames[lo];
+    const ds_dataset_verify_span *s = &c->frames[lo];
     if (row >= s->start && row < s->start + s->len)
         snprintf(buf, cap, "utterance %ld (id %s) frame %lld", s->utt, c->d->ids[s->utt],
                  (long long)(row - s->start));
@@ -76,7 +76,7 @@ static ds_status read_slice(scan *s, hsize_t r0, hsize_t rows)
             return DS_FAIL(DS_ERR_IO, "%s: dataset /features: rows [%llu, %llu) unreadable: %s "
                            "(the first row is %s)", s->c->path,
                            (unsigned long long)a, (unsigned long long)(a + n), why,
-                           ds_verify_row_name(s->c, (int64_t)a, where, sizeof where));
+                           ds_dataset_verify_row_name(s->c, (int64_t)a, where, sizeof where));
     }
     return DS_FAIL(DS_ERR_IO, "%s: dataset /features: rows [%llu, %llu) unreadable at once (%s), "
                    "but readable chunk by chunk", s->c->path, (unsigned long long)r0,
@@ -90,7 +90,7 @@ static float value(const scan *s, size_t k, int *bad)
         uint16_t h;
         memcpy(&h, (const unsigned char *)s->buf + 2 * k, sizeof h);
         *bad = (h & 0x7c00) == 0x7c00;   /* exponent all ones */
-        return *bad ? 0 : ds_f32_from_f16(h);
+        return *bad ? 0 : ds_half_f32_from_f16(h);
     }
     float v = ((const float *)s->buf)[k];
     *bad = !isfinite(v);
@@ -100,7 +100,7 @@ static float value(const scan *s, size_t k, int *bad)
 /* Checks and sums the slice's rows [r0, r0 + rows). */
 static ds_status check_slice(scan *s, hsize_t r0, hsize_t rows)
 {
-    const ds_verify_ctx *c = s->c;
+    const ds_dataset_verify_ctx *c = s->c;
     for (hsize_t r = 0; r < rows; r++) {
         const int64_t row = (int64_t)(r0 + r);
         while (s->cur < c->d->n && row >= c->frames[s->cur].start + c->frames[s->cur].len)
@@ -112,10 +112,10 @@ static ds_status check_slice(scan *s, hsize_t r0, hsize_t rows)
             const double v = value(s, k, &bad);
             if (bad) {
                 char where[600];
-                float f = s->esize == 2 ? ds_f32_from_f16(((const uint16_t *)s->buf)[k])
+                float f = s->esize == 2 ? ds_half_f32_from_f16(((const uint16_t *)s->buf)[k])
                                         : ((const float *)s->buf)[k];
                 return DS_FAIL(DS_ERR_NUM, "%s: dataset /features: %s feature %zu is %s (row %lld)",
-                               c->path, ds_verify_row_name(c, row, where, sizeof where), j,
+                               c->path, ds_dataset_verify_row_name(c, row, where, sizeof where), j,
                                isnan(f) ? "nan" : f > 0 ? "inf" : "-inf", (long long)row);
             }
             if (in_utt) {
@@ -152,7 +152,7 @@ static ds_status check_stats(const scan *s)
 
 static void progress(scan *s, hsize_t done, hsize_t total)
 {
-    const double now = ds_verify_now();
+    const double now = ds_dataset_verify_now();
     if (!s->c->progress || now - s->last_progress < PROGRESS_S)
         return;
     s->last_progress = now;
@@ -188,7 +188,7 @@ static ds_status scan_all(scan *s)
     if (!s->buf)
         return DS_FAIL(DS_ERR_MEM, "%s: dataset /features: a slice of %llu rows", s->c->path,
                        (unsigned long long)step);
-    s->last_progress = ds_verify_now();
+    s->last_progress = ds_dataset_verify_now();
     for (hsize_t r0 = 0; r0 < total; r0 += step) {
         const hsize_t rows = total - r0 < step ? total - r0 : step;
         DS_TRY(read_slice(s, r0, rows));
@@ -198,7 +198,7 @@ static ds_status scan_all(scan *s)
     return check_stats(s);
 }
 
-ds_status ds_verify_features(ds_verify_ctx *c)
+ds_status ds_dataset_verify_features(ds_dataset_verify_ctx *c)
 {
     scan s = {.c = c, .ds = -1, .mt = -1, .cols = (size_t)c->d->n_features};
     char why[1024];
@@ -223,7 +223,7 @@ ds_status ds_verify_features(ds_verify_ctx *c)
         st = scan_all(&s);
     c->sum->datasets++;
     c->sum->bytes += (long long)H5Dget_storage_size(s.ds);
-    ds_verify_note_unchecked(c->sum, s.ds, "features");
+    ds_dataset_verify_note_unchecked(c->sum, s.ds, "features");
 close:
     free(s.buf);
     free(s.sum);

@@ -10,13 +10,13 @@
 #include "alphabet.h"
 #include "dataset_impl.h"
 #include "dataset_verify_impl.h"
-#include "h5io.h"
+#include "h5_io.h"
 
 #define SHOW 60   /* characters of a transcript shown in a message */
 
 static int by_start(const void *a, const void *b)
 {
-    const ds_verify_span *x = a, *y = b;
+    const ds_dataset_verify_span *x = a, *y = b;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
     return x->utt < y->utt ? -1 : x->utt > y->utt;
@@ -24,7 +24,7 @@ static int by_start(const void *a, const void *b)
 
 /* Sorts spans [n] and fails at the first two that share a row or entry of
  * target; *unused gets what lies in no span. what: "rows", "entries". */
-static ds_status check_disjoint(const ds_verify_ctx *c, ds_verify_span *s, const char *field,
+static ds_status check_disjoint(const ds_dataset_verify_ctx *c, ds_dataset_verify_span *s, const char *field,
                                 const char *target, const char *what, long long total,
                                 long long *unused)
 {
@@ -34,7 +34,7 @@ static ds_status check_disjoint(const ds_verify_ctx *c, ds_verify_span *s, const
     long long covered = 0;
     for (long k = 0; k < n; k++) {
         if (k > 0 && s[k].start < s[k - 1].start + s[k - 1].len) {
-            const ds_verify_span *a = &s[k - 1], *b = &s[k];
+            const ds_dataset_verify_span *a = &s[k - 1], *b = &s[k];
             return DS_FAIL(DS_ERR_IO, "%s: dataset /%s: utterance %ld (id %s) %s [%lld, %lld) "
                            "overlap utterance %ld (id %s) %s [%lld, %lld) of /%s", c->path, field,
                            b->utt, d->ids[b->utt], what, (long long)b->start,
@@ -69,19 +69,19 @@ static int stored_in_order(const ds_dataset *d, long long *padding)
     return 1;
 }
 
-static ds_status check_spans(ds_verify_ctx *c)
+static ds_status check_spans(ds_dataset_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
     const size_t n = (size_t)d->n;
-    ds_verify_span *labels = malloc(n * sizeof *labels);
+    ds_dataset_verify_span *labels = malloc(n * sizeof *labels);
     c->frames = malloc(n * sizeof *c->frames);
     if (!labels || !c->frames) {
         free(labels);
         return DS_FAIL(DS_ERR_MEM, "%s: index of %zu utterances", c->path, n);
     }
     for (long i = 0; i < d->n; i++) {
-        c->frames[i] = (ds_verify_span){d->frame_offset[i], d->frames[i], i};
-        labels[i] = (ds_verify_span){d->label_offset[i], d->label_length[i], i};
+        c->frames[i] = (ds_dataset_verify_span){d->frame_offset[i], d->frames[i], i};
+        labels[i] = (ds_dataset_verify_span){d->label_offset[i], d->label_length[i], i};
     }
     ds_status st = check_disjoint(c, c->frames, "utterances/frame_offset", "features", "rows",
                                   d->total_frames, &c->sum->unused_frames);
@@ -108,7 +108,7 @@ static void spell(const uint8_t *labels, int32_t n, char *out)
  * other than the blank; each utterance has an id, and a transcript that
  * spells exactly its labels (the strings carry no checksum: this is what
  * finds them damaged). */
-static ds_status check_text(const ds_verify_ctx *c)
+static ds_status check_text(const ds_dataset_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
     for (long k = 0; k < d->total_labels; k++)
@@ -141,7 +141,7 @@ static ds_status check_text(const ds_verify_ctx *c)
 /* /stats/count, sum and sumsq (needed by merge only, so checked when
  * present): count is the utterances' frames, sum and sumsq are finite and
  * give /stats/mean. */
-static ds_status check_sums(const ds_verify_ctx *c)
+static ds_status check_sums(const ds_dataset_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
     const hid_t f = ds_dataset_file(d);
@@ -184,7 +184,7 @@ static int by_id_ptr(const void *a, const void *b)
 
 /* No two utterances share an id (a prep refuses them; a file written
  * otherwise may hold them). */
-static ds_status check_unique_ids(const ds_verify_ctx *c)
+static ds_status check_unique_ids(const ds_dataset_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
     const char **ids = malloc((size_t)d->n * sizeof *ids);
@@ -202,7 +202,7 @@ static ds_status check_unique_ids(const ds_verify_ctx *c)
     return st;
 }
 
-ds_status ds_verify_index(ds_verify_ctx *c)
+ds_status ds_dataset_verify_index(ds_dataset_verify_ctx *c)
 {
     const ds_dataset *d = c->d;
     if (d->n < 1)

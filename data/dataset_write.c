@@ -12,9 +12,9 @@
 
 #include "alphabet.h"
 #include "dataset_impl.h"
-#include "fileutil.h"
-#include "h5io.h"
-#include "h5seal.h"
+#include "file.h"
+#include "h5_io.h"
+#include "h5_seal.h"
 #include "half.h"
 
 #define F16_MAX 65504.0f
@@ -197,7 +197,7 @@ static ds_status append_rows(ds_dataset_writer *w, const float *features, int fr
             w->stage = p;
             w->stage_cap = count;
         }
-        ds_f16_from_f32_n(w->stage, features, count);
+        ds_half_f16_from_f32_n(w->stage, features, count);
         rows = w->stage;
         mem_type = w->file_type;
     }

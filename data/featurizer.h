@@ -41,7 +41,7 @@
 #ifndef DS_FEATURIZER_H
 #define DS_FEATURIZER_H
 
-#include "input_spec.h"
+#include "feature.h"
 #include "status.h"
 
 /* One per thread: FFTW plan, window, filterbank and DCT matrices. */

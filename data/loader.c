@@ -56,7 +56,7 @@ struct ds_loader {
     long held_k;                  /* the global batch the caller holds (or held last) */
     int stop;
     ds_status err;                /* the failure at err_seq, re-raised by next */
-    char msg[1024];               /* its message: ds_last_error is thread-local */
+    char msg[1024];               /* its message: ds_status_last_error is thread-local */
 };
 
 /* GCC/Clang vector extensions: 4 float lanes, one SSE2 register on baseline
@@ -306,7 +306,7 @@ static void record_error(ds_loader *l, long seq, ds_status st)
         return;
     l->err_seq = seq;
     l->err = st;
-    snprintf(l->msg, sizeof l->msg, "%s", ds_last_error());
+    snprintf(l->msg, sizeof l->msg, "%s", ds_status_last_error());
 }
 
 /* Under the lock: the next global batch every rank has a share of -> *k,

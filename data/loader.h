@@ -10,7 +10,7 @@
 
 #include "batch.h"
 #include "dataset.h"
-#include "input_spec.h"
+#include "feature.h"
 #include "sampler.h"
 
 /* SpecAugment after normalisation, masks set to 0 (the mean): freq_masks

@@ -42,8 +42,8 @@ typedef struct {
 static void fail_with(result *r, outcome what)
 {
     r->what = what;
-    snprintf(r->msg, sizeof r->msg, "%s", ds_last_error());
-    ds_clear_error();
+    snprintf(r->msg, sizeof r->msg, "%s", ds_status_last_error());
+    ds_status_clear_error();
 }
 
 static void labels_of(result *r)

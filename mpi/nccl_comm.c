@@ -132,7 +132,7 @@ ds_status ds_nccl_settle(ds_nccl *n, ncclResult_t r, const char *call, const cha
     }
     if (r == ncclSuccess)
         return DS_OK;
-    return ds_fail(DS_ERR_MPI, file, line, "%s (%s) on rank %d: %s: %s", call, what, n->world->rank,
+    return ds_status_fail(DS_ERR_MPI, file, line, "%s (%s) on rank %d: %s: %s", call, what, n->world->rank,
                    ncclGetErrorString(r), last_error(n));
 }
 
@@ -171,7 +171,7 @@ static ds_status check_distinct_gpus(ds_world *w, int device)
     ds_world_wait_begin(w, "comparing the ranks' GPUs");
     int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, w->comm);
     ds_world_wait_end(w);
-    ds_status st = ds_mpi_check(rc, "MPI_Allgather of the ranks' GPUs");
+    ds_status st = ds_world_check(rc, "MPI_Allgather of the ranks' GPUs");
     for (int a = 0; st == DS_OK && a < w->size; a++) {
         if (!all[a].ok) {
             st = a == w->rank

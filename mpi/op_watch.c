@@ -58,8 +58,8 @@ static int look(ds_op_watch *w)
     if (st == DS_OK && !ended)
         st = c->be->event_query(s->start, &started);
     if (st != DS_OK) {   /* the message is this thread's */
-        snprintf(err, sizeof err, "%s", ds_last_error());
-        ds_clear_error();
+        snprintf(err, sizeof err, "%s", ds_status_last_error());
+        ds_status_clear_error();
     } else if (!ended && c->poll_error && !c->poll_error(c->user, err, sizeof err)) {
         err[0] = '\0';
     }

@@ -66,10 +66,10 @@ static ds_status sum_bucket(mpi_transport *t, int k)
     if (sum != buf)   /* --reduce-dtype: on the wire, and summed, in another dtype */
         DS_TRY(ds_convert(t->c.wire, sum, t->c.dt, buf, count));
     ds_world_wait_begin(t->c.world, what);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, sum, (int)count, t->type, ds_mpi_sum_op(t->type),
+    int rc = MPI_Allreduce(MPI_IN_PLACE, sum, (int)count, t->type, ds_world_sum_op(t->type),
                            t->c.world->grad_comm);
     ds_world_wait_end(t->c.world);
-    DS_TRY(ds_mpi_check(rc, what));
+    DS_TRY(ds_world_check(rc, what));
     if (sum != buf)
         DS_TRY(ds_convert(t->c.dt, buf, t->c.wire, sum, count));
     if (!t->staged)
@@ -95,8 +95,8 @@ static void *comm_thread(void *arg)
         t->end[k] = now_ms() - t->t_begin;
         if (st != DS_OK && t->err == DS_OK) {   /* the message is thread-local: keep it */
             t->err = st;
-            snprintf(t->msg, sizeof t->msg, "%s (bucket %d)", ds_last_error(), k);
-            ds_clear_error();
+            snprintf(t->msg, sizeof t->msg, "%s (bucket %d)", ds_status_last_error(), k);
+            ds_status_clear_error();
         }
         t->done++;
         pthread_cond_signal(&t->done_cv);
@@ -159,7 +159,7 @@ static ds_status mpi_sum_now(ds_transport *base, void *buf, size_t count, ds_dty
                              const char *what)
 {
     mpi_transport *t = (mpi_transport *)base;
-    const MPI_Datatype type = ds_mpi_type(dt);
+    const MPI_Datatype type = ds_world_type(dt);
     if (type == MPI_DATATYPE_NULL || count > t->c.sum_capacity)
         return DS_FAIL(DS_ERR_ARG, "%s: %zu elements of %s (capacity %zu)", what, count,
                        ds_dtype_name(dt), t->c.sum_capacity);
@@ -220,7 +220,7 @@ static ds_status open_staging(mpi_transport *t)
 ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out)
 {
     *out = NULL;
-    if (ds_mpi_type(c->dt) == MPI_DATATYPE_NULL || ds_mpi_type(c->wire) == MPI_DATATYPE_NULL ||
+    if (ds_world_type(c->dt) == MPI_DATATYPE_NULL || ds_world_type(c->wire) == MPI_DATATYPE_NULL ||
         c->bucket_elems < 1 || c->bucket_elems > (size_t)1 << 30)
         return DS_FAIL(DS_ERR_ARG, "MPI gradient reduction: dtype %s summed as %s, bucket of %zu elements",
                        ds_dtype_name(c->dt), ds_dtype_name(c->wire), c->bucket_elems);
@@ -229,7 +229,7 @@ ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out)
         return DS_FAIL(DS_ERR_MEM, "MPI transport");
     t->base.ops = &mpi_ops;
     t->c = *c;
-    t->type = ds_mpi_type(c->wire);
+    t->type = ds_world_type(c->wire);
     t->staged = c->force_staging || strcmp(c->be->name, "cpu") != 0;
     t->nb = (int)((c->n + c->bucket_elems - 1) / c->bucket_elems);
     pthread_mutex_init(&t->mu, NULL);

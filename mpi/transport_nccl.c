@@ -141,7 +141,7 @@ static ds_status or_end_job(nccl_transport *t, ds_status st, const char *what)
 {
     if (st != DS_OK)
         ds_nccl_fatal(&t->nccl, "rank %d: queueing %s failed: %s", t->c.world->rank, what,
-                      ds_last_error());
+                      ds_status_last_error());
     return st;
 }
 
@@ -305,7 +305,7 @@ static ds_status nccl_sum_now(ds_transport *base, void *buf, size_t count, ds_dt
     ds_status st = queue_sum(t, buf, count, type, op);
     if (st != DS_OK)
         ds_nccl_fatal(&t->sum_nccl, "rank %d: queueing %s failed: %s", t->c.world->rank, op,
-                      ds_last_error());
+                      ds_status_last_error());
     return st;
 }
 

@@ -199,7 +199,7 @@ void ds_world_wait_end(ds_world *w)
     pthread_mutex_unlock(&wd.mu);
 }
 
-ds_status ds_mpi_check(int rc, const char *call)
+ds_status ds_world_check(int rc, const char *call)
 {
     if (rc == MPI_SUCCESS)
         return DS_OK;
@@ -227,10 +227,10 @@ static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
     uint16_t *b = inout;
     if (*type == mpi_bf16)
         for (int i = 0; i < *len; i++)
-            b[i] = ds_bf16_from_f32(ds_f32_from_bf16(a[i]) + ds_f32_from_bf16(b[i]));
+            b[i] = ds_half_bf16_from_f32(ds_half_f32_from_bf16(a[i]) + ds_half_f32_from_bf16(b[i]));
     else
         for (int i = 0; i < *len; i++)
-            b[i] = ds_f16_from_f32(ds_f32_from_f16(a[i]) + ds_f32_from_f16(b[i]));
+            b[i] = ds_half_f16_from_f32(ds_half_f32_from_f16(a[i]) + ds_half_f32_from_f16(b[i]));
 }
 
 /* Once per process, after MPI_Init. */
@@ -238,11 +238,11 @@ static ds_status half_types_init(void)
 {
     if (mpi_half_sum != MPI_OP_NULL)
         return DS_OK;
-    DS_TRY(ds_mpi_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_f16), "MPI_Type_contiguous"));
-    DS_TRY(ds_mpi_check(MPI_Type_commit(&mpi_f16), "MPI_Type_commit"));
-    DS_TRY(ds_mpi_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_bf16), "MPI_Type_contiguous"));
-    DS_TRY(ds_mpi_check(MPI_Type_commit(&mpi_bf16), "MPI_Type_commit"));
-    return ds_mpi_check(MPI_Op_create(half_sum, 1, &mpi_half_sum), "MPI_Op_create");
+    DS_TRY(ds_world_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_f16), "MPI_Type_contiguous"));
+    DS_TRY(ds_world_check(MPI_Type_commit(&mpi_f16), "MPI_Type_commit"));
+    DS_TRY(ds_world_check(MPI_Type_contiguous(1, MPI_UINT16_T, &mpi_bf16), "MPI_Type_contiguous"));
+    DS_TRY(ds_world_check(MPI_Type_commit(&mpi_bf16), "MPI_Type_commit"));
+    return ds_world_check(MPI_Op_create(half_sum, 1, &mpi_half_sum), "MPI_Op_create");
 }
 
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
@@ -252,7 +252,7 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     int provided = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized)
-        DS_TRY(ds_mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"));
+        DS_TRY(ds_world_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"));
     else
         MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE)
@@ -260,9 +260,9 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
                                    "MPI_THREAD_MULTIPLE for its communication thread", provided);
     DS_TRY(half_types_init());
     MPI_Comm local;
-    DS_TRY(ds_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank), "MPI_Comm_rank"));
-    DS_TRY(ds_mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &w->size), "MPI_Comm_size"));
-    DS_TRY(ds_mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank,
+    DS_TRY(ds_world_check(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank), "MPI_Comm_rank"));
+    DS_TRY(ds_world_check(MPI_Comm_size(MPI_COMM_WORLD, &w->size), "MPI_Comm_size"));
+    DS_TRY(ds_world_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank,
                                          MPI_INFO_NULL, &local), "MPI_Comm_split_type"));
     MPI_Comm_rank(local, &w->local_rank);
     MPI_Comm_size(local, &w->local_size);
@@ -271,11 +271,11 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     w->device = w->binding.device;
     if (w->binding.warning[0] && w->local_rank == 0)   /* it describes the node: once per node */
         fprintf(stderr, "dstrain: rank %d: warning: %s\n", w->rank, w->binding.warning);
-    DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->comm), "MPI_Comm_dup"));
-    DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->grad_comm), "MPI_Comm_dup"));
+    DS_TRY(ds_world_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->comm), "MPI_Comm_dup"));
+    DS_TRY(ds_world_check(MPI_Comm_dup(MPI_COMM_WORLD, &w->grad_comm), "MPI_Comm_dup"));
     MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(w->grad_comm, MPI_ERRORS_RETURN);
-    ds_set_print_rank(w->rank);
+    ds_log_set_print_rank(w->rank);
     w->timeout_s = timeout_s;
     wd.main_thread = pthread_self();
     wd.rank = w->rank;
@@ -283,7 +283,7 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     wd.stop = 0;
     wd.size = w->size;
     if (timeout_s > 0 && w->size > 1) {
-        DS_TRY(ds_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &wd.roll), "MPI_Comm_dup"));
+        DS_TRY(ds_world_check(MPI_Comm_dup(MPI_COMM_WORLD, &wd.roll), "MPI_Comm_dup"));
         MPI_Comm_set_errhandler(wd.roll, MPI_ERRORS_RETURN);
         if (pthread_create(&wd.thread, NULL, watchdog, NULL) != 0)
             return DS_FAIL(DS_ERR_MPI, "cannot start the watchdog thread");
@@ -325,9 +325,9 @@ void ds_world_abort(ds_world *w, const char *why)
 ds_status ds_world_allreduce_sum(ds_world *w, void *buf, int count, MPI_Datatype t, const char *what)
 {
     ds_world_wait_begin(w, what);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, t, ds_mpi_sum_op(t), w->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, t, ds_world_sum_op(t), w->comm);
     ds_world_wait_end(w);
-    return ds_mpi_check(rc, what);
+    return ds_world_check(rc, what);
 }
 
 ds_status ds_world_bcast(ds_world *w, void *buf, int count, MPI_Datatype t, const char *what)
@@ -335,10 +335,10 @@ ds_status ds_world_bcast(ds_world *w, void *buf, int count, MPI_Datatype t, cons
     ds_world_wait_begin(w, what);
     int rc = MPI_Bcast(buf, count, t, 0, w->comm);
     ds_world_wait_end(w);
-    return ds_mpi_check(rc, what);
+    return ds_world_check(rc, what);
 }
 
-MPI_Datatype ds_mpi_type(int t)
+MPI_Datatype ds_world_type(int t)
 {
     switch ((ds_dtype)t) {
     case DS_F32: return MPI_FLOAT;
@@ -351,7 +351,7 @@ MPI_Datatype ds_mpi_type(int t)
     }
 }
 
-MPI_Op ds_mpi_sum_op(MPI_Datatype t)
+MPI_Op ds_world_sum_op(MPI_Datatype t)
 {
     return t != MPI_DATATYPE_NULL && (t == mpi_f16 || t == mpi_bf16) ? mpi_half_sum : MPI_SUM;
 }

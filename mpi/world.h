@@ -39,12 +39,12 @@ ds_status ds_world_allreduce_sum(ds_world *w, void *buf, int count, MPI_Datatype
 ds_status ds_world_bcast(ds_world *w, void *buf, int count, MPI_Datatype t, const char *what);
 
 /* DS_OK, or the MPI error of rc recorded as "call: message". */
-ds_status ds_mpi_check(int rc, const char *call);
+ds_status ds_world_check(int rc, const char *call);
 
 /* MPI datatype of a dtype (float32, float64, float16, bfloat16, int32,
  * int64; the 16-bit floats once ds_world_init has run). */
-MPI_Datatype ds_mpi_type(int ds_dtype_value);
+MPI_Datatype ds_world_type(int ds_dtype_value);
 /* The sum for MPI_Allreduce of type t: MPI_SUM, or ours for the 16-bit floats. */
-MPI_Op ds_mpi_sum_op(MPI_Datatype t);
+MPI_Op ds_world_sum_op(MPI_Datatype t);
 
 #endif

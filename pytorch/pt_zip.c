@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "fileutil.h"
+#include "file.h"
 
 #define PT_ALIGN 64            /* torch's writer aligns record data to 64 bytes */
 #define PT_LOCAL_HEADER 30     /* fixed part of a zip local file header */
@@ -49,7 +49,7 @@ ds_status ds_pt_zip_create(const char *path, const char *prefix, ds_pt_zip_write
     /* libzip writes our temporary name (through its own) on close, which
      * must not exist before (ZIP_EXCL); ds_file_commit then fsyncs it and
      * renames it over path */
-    ds_status st = ds_tmp_name(path, "zip", w->tmp, sizeof w->tmp);
+    ds_status st = ds_file_tmp_name(path, "zip", w->tmp, sizeof w->tmp);
     if (st != DS_OK) {
         free(w);
         return st;

@@ -19,7 +19,7 @@ const ds_backend *ds_backend_get(const char *name)
     return NULL;
 }
 
-int ds_cell_gates(ds_cell cell)
+int ds_backend_cell_gates(ds_cell cell)
 {
     switch (cell) {
     case DS_CELL_LSTM: return 4;
@@ -28,7 +28,7 @@ int ds_cell_gates(ds_cell cell)
     }
 }
 
-ds_roles ds_precision_roles(ds_dtype compute)
+ds_roles ds_backend_precision_roles(ds_dtype compute)
 {
     switch (compute) {
     case DS_F64: return (ds_roles){DS_F64, DS_F64, DS_F64, DS_F64};
@@ -38,7 +38,7 @@ ds_roles ds_precision_roles(ds_dtype compute)
     }
 }
 
-size_t ds_align_elems(ds_dtype t, size_t count)
+size_t ds_backend_align_elems(ds_dtype t, size_t count)
 {
     const size_t per = DS_ALIGN_BYTES / ds_dtype_size(t);
     return (count + per - 1) / per * per;
@@ -50,14 +50,14 @@ static int window_out(int in, int k, int stride, int pad)
     return in + 2 * pad < k ? 0 : (in + 2 * pad - k) / stride + 1;
 }
 
-ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
+ds_conv_geom ds_backend_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
                              int ph, int pw)
 {
     return (ds_conv_geom){n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, window_out(hi, kh, sh, ph),
                           window_out(wi, kw, sw, pw)};
 }
 
-ds_conv_geom ds_conv_geom_resized(const ds_conv_geom *g, int n, int hi)
+ds_conv_geom ds_backend_conv_geom_resized(const ds_conv_geom *g, int n, int hi)
 {
-    return ds_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
+    return ds_backend_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
 }

@@ -10,7 +10,7 @@
  *  - the shape of each tensor argument is given in brackets, and its role:
  *      compute  activations, working weights, their gradients (the table's dtype)
  *      stats    BatchNorm parameters, running statistics and moments
- *               (ds_precision_roles(dtype).stats: FP32, or FP64 in fp64 runs)
+ *               (ds_backend_precision_roles(dtype).stats: FP32, or FP64 in fp64 runs)
  *      scalar   losses, norms, optimizer status (always FP64: accumulated in
  *               double, and tiny)
  *    a tensor without a role named is compute;
@@ -59,16 +59,16 @@ typedef struct {
 
 /* The geometry of a convolution with its output size derived (0 where the
  * input is too small for the kernel). */
-ds_conv_geom ds_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
+ds_conv_geom ds_backend_conv_geom_of(int n, int ci, int hi, int wi, int co, int kh, int kw, int sh, int sw,
                              int ph, int pw);
 
 /* The same layer as g at n utterances of hi frames (a step's shape of a
  * layer planned at its largest, and the reverse). */
-ds_conv_geom ds_conv_geom_resized(const ds_conv_geom *g, int n, int hi);
+ds_conv_geom ds_backend_conv_geom_resized(const ds_conv_geom *g, int n, int hi);
 
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;
 
-int ds_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */
+int ds_backend_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */
 
 /* One recurrent layer: one or two directions over x [t][n][in], summed into
  * y [t][n][hidden]. Gates follow PyTorch: LSTM i,f,g,o; GRU r,z,n (the reset
@@ -441,11 +441,11 @@ typedef struct {
     ds_dtype scalar;    /* losses, norms, optimizer status, loss scale */
 } ds_roles;
 
-ds_roles ds_precision_roles(ds_dtype compute);
+ds_roles ds_backend_precision_roles(ds_dtype compute);
 
 /* Alignment of every tensor in a flat buffer, and of every arena region. */
 #define DS_ALIGN_BYTES 256
 /* count elements of t rounded up to a whole number of DS_ALIGN_BYTES. */
-size_t ds_align_elems(ds_dtype t, size_t count);
+size_t ds_backend_align_elems(ds_dtype t, size_t count);
 
 #endif

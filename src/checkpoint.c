@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fileutil.h"
-#include "h5io.h"
-#include "h5seal.h"
+#include "file.h"
+#include "h5_io.h"
+#include "h5_seal.h"
 
 
 /* group/<name> for every tensor of the parameter table (state 0) or the
@@ -115,11 +115,11 @@ static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
     DS_TRY(ds_h5_read_attr_whole(f, "n_mfcc", 0, INT_MAX, &v));
     info->feat.n_mfcc = (int)v;
     DS_TRY(ds_h5_read_attr_str(f, "normalization", s, sizeof s));
-    if (ds_norm_parse(s, &info->norm) != DS_OK)
+    if (ds_feature_norm_parse(s, &info->norm) != DS_OK)
         return DS_FAIL(DS_ERR_IO, "%s: attribute normalization \"%s\" is unknown", path, s);
     if (ds_h5_read_attr_str(f, "dstrain_version", info->version, sizeof info->version) != DS_OK)
         snprintf(info->version, sizeof info->version, "before 0.2");
-    ds_clear_error();
+    ds_status_clear_error();
     return ds_h5_exists(f, "optim") ? read_resume_attrs(f, path, info) : DS_OK;
 }
 
@@ -370,7 +370,7 @@ ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
     return st;
 }
 
-/* A checkpoint's temporary file: "step-NNNNNNNN.h5" and ds_tmp_name's part. */
+/* A checkpoint's temporary file: "step-NNNNNNNN.h5" and ds_file_tmp_name's part. */
 static int partial_name(const char *name, long *step)
 {
     char base[17];
@@ -378,7 +378,7 @@ static int partial_name(const char *name, long *step)
         return 0;
     memcpy(base, name, sizeof base - 1);
     base[sizeof base - 1] = '\0';
-    return step_name(base, ".h5", step) && ds_tmp_is_of(name, base);
+    return step_name(base, ".h5", step) && ds_file_tmp_is_of(name, base);
 }
 
 ds_status ds_checkpoint_remove_partial(const char *dir, int *removed)

@@ -10,7 +10,7 @@
  *   for a resume: next_epoch, next_batch (where the sample order goes on),
  *   bad_run, rng (the synthetic data's generator) and run_config (every
  *   training option, key=value lines); attributes_crc32, the CRC-32 of all
- *   the others (h5seal.h).
+ *   the others (h5_seal.h).
  * Every dataset carries HDF5's Fletcher32 checksum. Written whole in memory,
  * then to a temporary name, fsynced, renamed, directory fsynced: from an
  * image copied out of the backend first, so that the write may run beside
@@ -23,12 +23,12 @@
 #include <hdf5.h>
 #include <stdint.h>
 
-#include "input_spec.h"
+#include "feature.h"
 #include "model.h"
 #include "optim.h"
 
 #define DS_CKPT_FORMAT "dstrain-checkpoint"
-#define DS_CKPT_VERSION 3   /* 3: attributes sealed (h5seal.h); 2: resume state; 1: parameters */
+#define DS_CKPT_VERSION 3   /* 3: attributes sealed (h5_seal.h); 2: resume state; 1: parameters */
 
 typedef struct {
     long step;

@@ -11,9 +11,9 @@
 
 #include "build_info.h"
 #include "convert.h"
-#include "h5io.h"
-#include "h5lock.h"
-#include "h5seal.h"
+#include "h5_io.h"
+#include "h5_lock.h"
+#include "h5_seal.h"
 
 #define MAX_SLOTS 4      /* optimizer slots per group (adamw: 2) */
 
@@ -247,7 +247,7 @@ static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
     DS_TRY(ds_h5_write_attr_f64(f, "window_stride_s", info->feat.window_stride_s));
     DS_TRY(ds_h5_write_attr_f64(f, "n_mels", info->feat.n_mels));
     DS_TRY(ds_h5_write_attr_f64(f, "n_mfcc", info->feat.n_mfcc));
-    return ds_h5_write_attr_str(f, "normalization", ds_norm_name(info->norm));
+    return ds_h5_write_attr_str(f, "normalization", ds_feature_norm_name(info->norm));
 }
 
 static ds_status locked_attrs(hid_t f, const ds_ckpt_image *img, int resume)

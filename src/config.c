@@ -2,7 +2,7 @@
  * errors that name the source and the field. */
 #include "config.h"
 
-#include "fileutil.h"
+#include "file.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

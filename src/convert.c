@@ -26,8 +26,8 @@ static double load(ds_dtype t, const void *p, size_t i)
     switch (t) {
     case DS_F32: return ((const float *)p)[i];
     case DS_F64: return ((const double *)p)[i];
-    case DS_F16: return ds_f32_from_f16(((const uint16_t *)p)[i]);
-    case DS_BF16: return ds_f32_from_bf16(((const uint16_t *)p)[i]);
+    case DS_F16: return ds_half_f32_from_f16(((const uint16_t *)p)[i]);
+    case DS_BF16: return ds_half_f32_from_bf16(((const uint16_t *)p)[i]);
     case DS_I32: return ((const int32_t *)p)[i];
     case DS_I64: case DS_U8: break;   /* refused by ds_convert */
     }
@@ -39,8 +39,8 @@ static void store(ds_dtype t, void *p, size_t i, double v)
     switch (t) {
     case DS_F32: ((float *)p)[i] = (float)v; break;
     case DS_F64: ((double *)p)[i] = v; break;
-    case DS_F16: ((uint16_t *)p)[i] = ds_f16_from_f64(v); break;
-    case DS_BF16: ((uint16_t *)p)[i] = ds_bf16_from_f64(v); break;
+    case DS_F16: ((uint16_t *)p)[i] = ds_half_f16_from_f64(v); break;
+    case DS_BF16: ((uint16_t *)p)[i] = ds_half_bf16_from_f64(v); break;
     case DS_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case DS_I64: case DS_U8: break;   /* refused by ds_convert */
     }
@@ -50,13 +50,13 @@ static void store(ds_dtype t, void *p, size_t i, double v)
 static int convert_f32_pair(ds_dtype dt, void *dst, ds_dtype st, const void *src, size_t n)
 {
     if (st == DS_F32 && dt == DS_F16)
-        ds_f16_from_f32_n(dst, src, n);
+        ds_half_f16_from_f32_n(dst, src, n);
     else if (st == DS_F32 && dt == DS_BF16)
-        ds_bf16_from_f32_n(dst, src, n);
+        ds_half_bf16_from_f32_n(dst, src, n);
     else if (st == DS_F16 && dt == DS_F32)
-        ds_f32_from_f16_n(dst, src, n);
+        ds_half_f32_from_f16_n(dst, src, n);
     else if (st == DS_BF16 && dt == DS_F32)
-        ds_f32_from_bf16_n(dst, src, n);
+        ds_half_f32_from_bf16_n(dst, src, n);
     else
         return 0;
     return 1;

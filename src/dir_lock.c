@@ -38,7 +38,7 @@ ds_status ds_dir_lock_take(const char *dir, const char *what, ds_dir_lock *l)
         }
         close(fd);
         if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
-            ds_print("warning: %s: this file system takes no locks (%s): nothing stops a second "
+            ds_log_print("warning: %s: this file system takes no locks (%s): nothing stops a second "
                      "run from using the same %s\n", dir, strerror(err), what);
             return DS_OK;
         }
@@ -61,7 +61,7 @@ ds_status ds_dir_lock_take(const char *dir, const char *what, ds_dir_lock *l)
     if (wfd >= 0)
         close(wfd);
     if (!wrote)
-        ds_print("warning: %s: cannot record this run in the %s's lock: %s\n", path, what,
+        ds_log_print("warning: %s: cannot record this run in the %s's lock: %s\n", path, what,
                  strerror(err));
     l->fd = fd;
     l->held = 1;

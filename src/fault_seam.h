@@ -2,7 +2,7 @@
  * not part of the API. The hooks by which DSTRAIN_FAULT (app/fault.c)
  * and the tests make a step fail as a diverged model, an FP16 overflow or a
  * killed checkpoint write would. Included only by fault.c, the files that
- * define these hooks (model_pass.c, h5io.c, app/stepper.c) and tests. */
+ * define these hooks (model_pass.c, h5_io.c, app/stepper.c) and tests. */
 #ifndef DS_FAULT_SEAM_H
 #define DS_FAULT_SEAM_H
 
@@ -23,7 +23,7 @@ ds_status ds_model_poison_dlogits(ds_model *m);
  * diverged model. Queued; no host wait. */
 ds_status ds_model_poison_logits(ds_model *m);
 
-/* h5io.c: the next file write stops the process with SIGKILL once bytes
+/* h5_io.c: the next file write stops the process with SIGKILL once bytes
  * (> 0) of it are written; 0: off. */
 void ds_h5_fault_kill_after(size_t bytes);
 

@@ -31,7 +31,7 @@ static float f32_bits(uint32_t x)
     return f;
 }
 
-float ds_f32_from_f16(uint16_t h)
+float ds_half_f32_from_f16(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3ffu;
     if (e == 31)                                       /* inf; NaN quietened, payload kept */
@@ -41,7 +41,7 @@ float ds_f32_from_f16(uint16_t h)
     return f32_bits(bits_f32((float)m * 0x1p-24f) | sign);      /* zero or subnormal: exact */
 }
 
-uint16_t ds_f16_from_f32(float f)
+uint16_t ds_half_f16_from_f32(float f)
 {
     const uint32_t x = bits_f32(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -67,13 +67,13 @@ uint16_t ds_f16_from_f32(float f)
     return (uint16_t)(sign | r);
 }
 
-float ds_f32_from_bf16(uint16_t h)
+float ds_half_f32_from_bf16(uint16_t h)
 {
     const uint32_t x = (uint32_t)h << 16;              /* bfloat16 is float's top half */
     return f32_bits((x & 0x7fffffffu) > 0x7f800000u ? x | 0x400000u : x);
 }
 
-uint16_t ds_bf16_from_f32(float f)
+uint16_t ds_half_bf16_from_f32(float f)
 {
     const uint32_t x = bits_f32(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)               /* NaN: quiet, top of the payload kept */
@@ -116,29 +116,29 @@ static uint16_t narrow_f64(double d, narrow_fmt f)
     return (uint16_t)(sign | (base + r));
 }
 
-uint16_t ds_f16_from_f64(double d) { return narrow_f64(d, FMT_F16); }
-uint16_t ds_bf16_from_f64(double d) { return narrow_f64(d, FMT_BF16); }
+uint16_t ds_half_f16_from_f64(double d) { return narrow_f64(d, FMT_F16); }
+uint16_t ds_half_bf16_from_f64(double d) { return narrow_f64(d, FMT_BF16); }
 
-void ds_f16_from_f32_n(uint16_t *dst, const float *src, size_t n)
+void ds_half_f16_from_f32_n(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = ds_f16_from_f32(src[i]);
+        dst[i] = ds_half_f16_from_f32(src[i]);
 }
 
-void ds_f32_from_f16_n(float *dst, const uint16_t *src, size_t n)
+void ds_half_f32_from_f16_n(float *dst, const uint16_t *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = ds_f32_from_f16(src[i]);
+        dst[i] = ds_half_f32_from_f16(src[i]);
 }
 
-void ds_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
+void ds_half_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = ds_bf16_from_f32(src[i]);
+        dst[i] = ds_half_bf16_from_f32(src[i]);
 }
 
-void ds_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n)
+void ds_half_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = ds_f32_from_bf16(src[i]);
+        dst[i] = ds_half_f32_from_bf16(src[i]);
 }

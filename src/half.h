@@ -14,18 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint16_t ds_f16_from_f32(float f);
-uint16_t ds_f16_from_f64(double d);
-float ds_f32_from_f16(uint16_t h);
+uint16_t ds_half_f16_from_f32(float f);
+uint16_t ds_half_f16_from_f64(double d);
+float ds_half_f32_from_f16(uint16_t h);
 
-uint16_t ds_bf16_from_f32(float f);
-uint16_t ds_bf16_from_f64(double d);
-float ds_f32_from_bf16(uint16_t h);
+uint16_t ds_half_bf16_from_f32(float f);
+uint16_t ds_half_bf16_from_f64(double d);
+float ds_half_f32_from_bf16(uint16_t h);
 
 /* Whole arrays: dst [n] = src [n] (the feature file, ds_convert). */
-void ds_f16_from_f32_n(uint16_t *dst, const float *src, size_t n);
-void ds_f32_from_f16_n(float *dst, const uint16_t *src, size_t n);
-void ds_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
-void ds_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n);
+void ds_half_f16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+void ds_half_f32_from_f16_n(float *dst, const uint16_t *src, size_t n);
+void ds_half_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+void ds_half_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n);
 
 #endif

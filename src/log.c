@@ -6,14 +6,14 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "fileutil.h"
+#include "file.h"
 
 static int print_rank;
 static int bar_shown;   /* a progress bar, without newline, is on the console's line */
 
-void ds_set_print_rank(int rank) { print_rank = rank; }
+void ds_log_set_print_rank(int rank) { print_rank = rank; }
 
-void ds_print_bar(const char *text, int last)
+void ds_log_print_bar(const char *text, int last)
 {
     if (print_rank != 0)
         return;
@@ -23,7 +23,7 @@ void ds_print_bar(const char *text, int last)
     bar_shown = !last;
 }
 
-void ds_print(const char *fmt, ...)
+void ds_log_print(const char *fmt, ...)
 {
     if (print_rank != 0)
         return;
@@ -60,7 +60,7 @@ static ds_status flushed(ds_log *l)
     return DS_FAIL(DS_ERR_IO, "%s: writing the metrics log failed: %s", l->path, strerror(err));
 }
 
-const char *ds_json_num(double v, char *buf)
+const char *ds_log_json_num(double v, char *buf)
 {
     if (isfinite(v))
         snprintf(buf, 32, "%.10g", v);
@@ -69,7 +69,7 @@ const char *ds_json_num(double v, char *buf)
     return buf;
 }
 
-const char *ds_json_str(const char *s, char *buf, size_t cap)
+const char *ds_log_json_str(const char *s, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[n++] = '"';
@@ -86,12 +86,12 @@ const char *ds_json_str(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-double ds_printable(double v) { return isnan(v) ? NAN : v; }
+double ds_log_printable(double v) { return isnan(v) ? NAN : v; }
 
 static void put_num(FILE *f, const char *key, double v, int last)
 {
     char num[32];
-    fprintf(f, "\"%s\":%s%s", key, ds_json_num(v, num), last ? "" : ",");
+    fprintf(f, "\"%s\":%s%s", key, ds_log_json_num(v, num), last ? "" : ",");
 }
 
 ds_status ds_log_step(ds_log *l, const ds_step_metrics *m)

@@ -45,21 +45,21 @@ ds_status ds_log_step(ds_log *l, const ds_step_metrics *m);
 ds_status ds_log_raw(ds_log *l, const char *json);
 /* v as a JSON value into buf [32]: "%.10g", or null for inf and NaN (JSON
  * has neither). Returns buf. */
-const char *ds_json_num(double v, char *buf);
+const char *ds_log_json_num(double v, char *buf);
 /* s as a JSON string, quoted and escaped, into buf [cap >= 10]; cut short
  * (still a valid string) where it does not fit. Returns buf. */
-const char *ds_json_str(const char *s, char *buf, size_t cap);
+const char *ds_log_json_str(const char *s, char *buf, size_t cap);
 /* v for printf: a NaN made positive, so a NaN loss prints "nan", never
  * glibc's "-nan". */
-double ds_printable(double v);
+double ds_log_printable(double v);
 void ds_log_close(ds_log *l);
 
 /* Console printing from rank 0 only (the rank is set by the MPI layer). */
-void ds_set_print_rank(int rank);
-void ds_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ds_log_set_print_rank(int rank);
+void ds_log_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A one-line bar drawn over the last one (a terminal's carriage return);
- * the next ds_print replaces it, unless last (the final bar): that one ends
+ * the next ds_log_print replaces it, unless last (the final bar): that one ends
  * its line and stays. */
-void ds_print_bar(const char *text, int last);
+void ds_log_print_bar(const char *text, int last);
 
 #endif

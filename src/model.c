@@ -56,7 +56,7 @@ static void add_rnn(ds_model *m, int j, int in)
 {
     static const char *dir_name[2] = {"fwd", "bwd"};
     rnn_layer *r = &m->rnn[j];
-    const int gh = ds_cell_gates(m->cfg.cell) * m->cfg.hidden, h = m->cfg.hidden;
+    const int gh = ds_backend_cell_gates(m->cfg.cell) * m->cfg.hidden, h = m->cfg.hidden;
     r->in = in;
     r->has_bn = j > 0;
     if (r->has_bn) {
@@ -166,18 +166,18 @@ static ds_status place_tensors(ds_model *m)
         if (apart && is_bn_param(&m->params[i])) {
             m->params[i].group = 1;
             m->params[i].place = m->bn_param_span;
-            m->bn_param_span += ds_align_elems(m->roles.stats, m->params[i].count);
+            m->bn_param_span += ds_backend_align_elems(m->roles.stats, m->params[i].count);
             continue;
         }
         if (m->span_of[i] < 0) {
             m->params[i].place = at;
-            at += ds_align_elems(m->dt, m->params[i].count);
+            at += ds_backend_align_elems(m->dt, m->params[i].count);
             continue;
         }
         rnn_layer *r = &m->rnn[m->span_of[i]];
         if (i == r->first_w) {
             r->span = at;
-            at += ds_align_elems(m->dt, r->layout.span);
+            at += ds_backend_align_elems(m->dt, r->layout.span);
         }
         DS_TRY(place_in_span(m, i));
     }
@@ -185,7 +185,7 @@ static ds_status place_tensors(ds_model *m)
     at = 0;
     for (int i = 0; i < m->n_stats; i++) {
         m->stats[i].place = at;
-        at += ds_align_elems(m->roles.stats, m->stats[i].count);
+        at += ds_backend_align_elems(m->roles.stats, m->stats[i].count);
     }
     m->stats_span = at;
     return DS_OK;
@@ -215,7 +215,7 @@ int ds_model_config_out_frames(const ds_model_cfg *cfg, int t)
 static size_t take(size_t *cursor, ds_dtype t, size_t count)
 {
     size_t at = *cursor;
-    *cursor += ds_align_elems(t, count);
+    *cursor += ds_backend_align_elems(t, count);
     return at;
 }
 
@@ -362,7 +362,7 @@ static ds_status check_precision(const ds_backend *be, ds_dtype dt, const ds_ops
     *op = be->ops(dt);
     if (!*op)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops", be->name, ds_dtype_name(dt));
-    const ds_dtype stats = ds_precision_roles(dt).stats;
+    const ds_dtype stats = ds_backend_precision_roles(dt).stats;
     if (!be->ops(stats))
         return DS_FAIL(DS_ERR_UNSUPPORTED, "the %s backend has no %s ops for BatchNorm's parameters",
                        be->name, ds_dtype_name(stats));
@@ -380,7 +380,7 @@ ds_status ds_model_create(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx 
     if (!m)
         return DS_FAIL(DS_ERR_MEM, "model");
     *m = (ds_model){.cfg = *cfg, .be = be, .ctx = ctx, .op = op, .dt = dt,
-                    .roles = ds_precision_roles(dt), .lim = *lim};
+                    .roles = ds_backend_precision_roles(dt), .lim = *lim};
     ds_status st;
     DS_TRY_GOTO(st, build_tables(m), fail);
     plan_frames(m);

@@ -90,7 +90,7 @@ ds_status ds_optim_add_group(ds_optim *o, ds_dtype dt, size_t n)
                        o->be->name);
     g->n = n;
     o->groups++;
-    const ds_dtype master = ds_precision_roles(dt).master;
+    const ds_dtype master = ds_backend_precision_roles(dt).master;
     const int slots = ds_optim_slots(o);
     for (int i = 0; i < slots; i++)
         DS_TRY(o->be->alloc(o->ctx, master, n, &g->slot[i]));

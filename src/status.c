@@ -6,7 +6,7 @@
 
 static _Thread_local char last_error[1024];
 
-ds_status ds_fail(ds_status code, const char *file, int line, const char *fmt, ...)
+ds_status ds_status_fail(ds_status code, const char *file, int line, const char *fmt, ...)
 {
     if (last_error[0] == '\0') {   /* keep the innermost (first) failure */
         int n = snprintf(last_error, sizeof last_error, "%s:%d: ", file, line);
@@ -19,9 +19,9 @@ ds_status ds_fail(ds_status code, const char *file, int line, const char *fmt, .
     return code;
 }
 
-const char *ds_last_error(void) { return last_error[0] ? last_error : "no error recorded"; }
+const char *ds_status_last_error(void) { return last_error[0] ? last_error : "no error recorded"; }
 
-void ds_clear_error(void) { last_error[0] = '\0'; }
+void ds_status_clear_error(void) { last_error[0] = '\0'; }
 
 const char *ds_status_name(ds_status s)
 {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The command line's own description of itself, checked against its reference
 # (docs/cli.md, linked from the README) and against what the parser accepts.
-# The option tables (app/cli_*.c, cli_flags.h) make getopt_long's arrays,
+# The option tables (app/cli_*.c, flags.h) make getopt_long's arrays,
 # every --help and docs/cli.md's reference (dstrain help --markdown); these
 # checks catch the ways they can still part.
 # usage: test_reference.sh readme|help|suggest DSTRAIN SOURCE_DIR

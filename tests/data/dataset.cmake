@@ -3,7 +3,7 @@
 # dataset_open_check, our reader, must read the valid ones value for value
 # and name the file and the field for each damaged one. h5py must also read
 # a file our writer made (float16 as '<f2'). test_dataset covers the C side.
-add_executable(dataset_open_check unit/dataset_open_check.c)
+add_executable(dataset_open_check data/dataset_open_check.c)
 target_link_libraries(dataset_open_check PRIVATE dstrain_data)
 add_test(NAME dataset_bad_inputs
          COMMAND ${DSTRAIN_PEER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/peer/dataset_bad_files.py

@@ -148,21 +148,21 @@ static void check_same_batches(const fixture *fx, ds_loader_cfg base, const char
     base.depth = 2;
     const long n_ref = epoch_dump(base, ref, &nb_ref, &err_ref);
     char msg_ref[512];
-    snprintf(msg_ref, sizeof msg_ref, "%s", err_ref == DS_OK ? "" : ds_last_error());
-    ds_clear_error();
+    snprintf(msg_ref, sizeof msg_ref, "%s", err_ref == DS_OK ? "" : ds_status_last_error());
+    ds_status_clear_error();
     T_CHECK(nb_ref >= min_batches, "%s: only %ld batches", what, nb_ref);
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         base.threads = runs[r][0];
         base.depth = runs[r][1];
         const long n = epoch_dump(base, got, &nb, &err);
-        const char *msg = err == DS_OK ? "" : ds_last_error();
+        const char *msg = err == DS_OK ? "" : ds_status_last_error();
         T_CHECK(n == n_ref && nb == nb_ref && memcmp(ref, got, (size_t)n * sizeof *got) == 0,
                 "%s: %d threads, depth %d: %ld batches (%ld floats) differ from 1 thread, depth 2's "
                 "%ld (%ld)", what, runs[r][0], runs[r][1], nb, n, nb_ref, n_ref);
         T_CHECK(err == err_ref && strcmp(msg, msg_ref) == 0,
                 "%s: %d threads, depth %d ended with %s (%s), 1 thread with %s (%s)", what,
                 runs[r][0], runs[r][1], ds_status_name(err), msg, ds_status_name(err_ref), msg_ref);
-        ds_clear_error();
+        ds_status_clear_error();
     }
 out:
     free(ref);
@@ -192,9 +192,9 @@ static void check_failure(const fixture *fx)
         return;
     epoch_dump(c, buf, &nb, &err);
     free(buf);
-    T_CHECK(err == DS_ERR_ARG && strstr(ds_last_error(), "more than max_frames"),
-            "over max_frames: %s: %s", ds_status_name(err), ds_last_error());
-    ds_clear_error();
+    T_CHECK(err == DS_ERR_ARG && strstr(ds_status_last_error(), "more than max_frames"),
+            "over max_frames: %s: %s", ds_status_name(err), ds_status_last_error());
+    ds_status_clear_error();
     check_same_batches(fx, c, "a failure mid-epoch", 2);
 }
 
@@ -215,7 +215,7 @@ static int check_widening(const fixture *fx)
     long k = 0;
     for (uint32_t v = 0; v < 65536; v++)
         if ((v & 0x7c00) != 0x7c00)
-            x[k++] = ds_f32_from_f16((uint16_t)v);
+            x[k++] = ds_half_f32_from_f16((uint16_t)v);
     ds_dataset_writer *w;
     ds_dataset *d;
     const uint8_t label = 1;
@@ -254,7 +254,7 @@ static void check_batched_read(const fixture *fx)
     for (size_t s = 0; raw && x && y && s < sizeof sets / sizeof sets[0]; s++) {
         size_t row[4];
         T_CHECK(ds_dataset_read_raw(fx->d, sets[s], 4, raw, row) == DS_OK, "set %zu: %s", s,
-                ds_last_error());
+                ds_status_last_error());
         for (int j = 0; j < 4; j++) {
             const long i = sets[s][j];
             T_CHECK(ds_dataset_widen(fx->d, i, raw + row[j] * dim, x) == DS_OK

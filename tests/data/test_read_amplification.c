@@ -19,7 +19,7 @@
 
 #include "alphabet.h"
 #include "dataset.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "half.h"
 #include "loader.h"
 #include "testutil.h"
@@ -142,7 +142,7 @@ static ds_status write_old(const corpus *c, const char *path)
     ds_status st = h ? DS_OK : DS_FAIL(DS_ERR_MEM, "staging");
     hsize_t at = 0;
     for (int i = 0; st == DS_OK && i < N_UTT; i++) {
-        ds_f16_from_f32_n(h, c->x[i], (size_t)c->frames[i] * c->dim);
+        ds_half_f16_from_f32_n(h, c->x[i], (size_t)c->frames[i] * c->dim);
         st = ds_h5_append_rows(ds, half, at, (hsize_t)c->frames[i], (hsize_t)c->dim, h);
         at += (hsize_t)c->frames[i];
     }

@@ -16,7 +16,7 @@
 
 static void fail(const char *what, const char *json)
 {
-    fprintf(stderr, "fuzz: %s: %s\n%s\n", what, ds_last_error(), json);
+    fprintf(stderr, "fuzz: %s: %s\n%s\n", what, ds_status_last_error(), json);
     abort();
 }
 
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(json, data, size);
     json[size] = '\0';
-    ds_clear_error();
+    ds_status_clear_error();
     ds_model_cfg cfg;
     ds_status st = ds_config_parse(json, "fuzz", &cfg);
     fuzz_check_status(st);

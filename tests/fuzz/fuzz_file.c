@@ -32,7 +32,7 @@ static const char *temp_dir(void)
 void fuzz_file_write(const uint8_t *data, size_t size, char *path, size_t cap)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* HDF5's stacks would drown the fuzzer's output */
-    ds_clear_error();
+    ds_status_clear_error();
     if (snprintf(path, cap, "%s/dstrain-fuzz-XXXXXX", temp_dir()) >= (int)cap)
         die("temporary name too long", path);
     int fd = mkstemp(path);
@@ -63,9 +63,9 @@ void fuzz_file_done(const char *path)
 
 void fuzz_check_status(ds_status st)
 {
-    if (st != DS_OK && strcmp(ds_last_error(), "no error recorded") == 0) {
+    if (st != DS_OK && strcmp(ds_status_last_error(), "no error recorded") == 0) {
         fprintf(stderr, "fuzz: %s returned with no error message recorded\n", ds_status_name(st));
         abort();
     }
-    ds_clear_error();
+    ds_status_clear_error();
 }

@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ds_clear_error();
+    ds_status_clear_error();
     ds_pt_refs refs;
     const ds_status st = ds_pt_unpickle_state_dict("fuzz.pkl", data, size, &refs);
     fuzz_check_status(st);

@@ -28,3 +28,20 @@ target_link_libraries(layer_core_includes_core PRIVATE dstrain_core)
 add_test(NAME layers_control_compiles
          COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target layer_core_includes_core)
 set_tests_properties(layers_control_compiles PROPERTIES RESOURCE_LOCK layer_build)
+
+# The prefix rule: every symbol the libraries export carries its file's module
+# prefix (ds_<file>_ or its family's, ds_cpu_/ds_cuda_/cuda_<op> in the
+# backends), read from the built archives with nm. The fixture proves the
+# check names a symbol that breaks it, and passes the one that keeps it.
+add_test(NAME layers_module_prefixes
+         COMMAND ${DSTRAIN_PEER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_prefixes.py
+                 ${CMAKE_NM} ${CMAKE_SOURCE_DIR}
+                 $<TARGET_FILE:dstrain_core> $<TARGET_FILE:dstrain_data> $<TARGET_FILE:dstrain_dist>
+                 $<TARGET_FILE:dstrain_pytorch> $<TARGET_FILE:dstrain_app>)
+add_library(layer_prefix_bad STATIC layers/prefix_bad.c)
+add_test(NAME layers_prefix_check_detects
+         COMMAND ${DSTRAIN_PEER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layers/check_prefixes.py
+                 ${CMAKE_NM} ${CMAKE_SOURCE_DIR} $<TARGET_FILE:layer_prefix_bad>)
+set_tests_properties(layers_prefix_check_detects PROPERTIES
+                     PASS_REGULAR_EXPRESSION "no module prefix: prefix_bad.c.o: ds_wrong_module_name\n2 exported symbols checked, 1 without")
+set_tests_properties(layers_module_prefixes layers_prefix_check_detects PROPERTIES TIMEOUT 60)

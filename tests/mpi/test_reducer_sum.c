@@ -28,8 +28,8 @@ static double round_to(ds_dtype dt, double x)
 {
     switch (dt) {
     case DS_F32: return (float)x;
-    case DS_F16: return ds_f32_from_f16(ds_f16_from_f64(x));
-    case DS_BF16: return ds_f32_from_bf16(ds_bf16_from_f64(x));
+    case DS_F16: return ds_half_f32_from_f16(ds_half_f16_from_f64(x));
+    case DS_BF16: return ds_half_f32_from_bf16(ds_half_bf16_from_f64(x));
     default: return x;
     }
 }

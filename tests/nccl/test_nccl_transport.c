@@ -167,20 +167,20 @@ static int run_transport(run *r, ds_reduce_kind kind, int stall)
                               .bucket_elems = BUCKET, .sum_capacity = C2};
     ds_reduce *red = NULL;
     ds_status st = ds_reduce_create(&rc, &red);
-    if (st != DS_OK && strstr(ds_last_error(), "refuses two ranks on one GPU")) {
+    if (st != DS_OK && strstr(ds_status_last_error(), "refuses two ranks on one GPU")) {
         if (r->w->rank == 0)
-            printf("skipped: %s\n", ds_last_error());
+            printf("skipped: %s\n", ds_status_last_error());
         fflush(stdout);
         ds_world_finalize(r->w);
         exit(T_SKIP_CODE);
     }
-    T_CHECK(st == DS_OK, "reducer (%s): %s", k ? "nccl" : "mpi", ds_last_error());
+    T_CHECK(st == DS_OK, "reducer (%s): %s", k ? "nccl" : "mpi", ds_status_last_error());
     if (st != DS_OK)
         return 0;
     T_CHECK(ds_reduce_buckets(red) == (N + BUCKET - 1) / BUCKET, "%d buckets", ds_reduce_buckets(red));
     for (int s = 0; s < STEPS && st == DS_OK; s++) {
         st = one_step(r, red, s, k, r->out[k][s], r->out_mom[k][s], k && s == 2 ? stall : 0);
-        T_CHECK(st == DS_OK, "%s step %d: %s", k ? "nccl" : "mpi", s, ds_last_error());
+        T_CHECK(st == DS_OK, "%s step %d: %s", k ? "nccl" : "mpi", s, ds_status_last_error());
     }
     ds_reduce_destroy(red);
     return st == DS_OK;
@@ -482,10 +482,10 @@ static void overlap_case(ds_world *w, const ds_backend *be, ds_ctx *ctx)
         st = ds_transport_nccl_create(&tc, &o.t);
     if (st == DS_OK)
         st = overlap_steps(&o);
-    T_CHECK(st == DS_OK, "overlap case: %s", ds_last_error());
+    T_CHECK(st == DS_OK, "overlap case: %s", ds_status_last_error());
     if (st == DS_OK) {
         st = sum_order(&o);
-        T_CHECK(st == DS_OK, "order case: %s", ds_last_error());
+        T_CHECK(st == DS_OK, "order case: %s", ds_status_last_error());
     }
     if (o.t)
         o.t->ops->destroy(o.t);
@@ -524,7 +524,7 @@ int main(int argc, char **argv)
     const int gpus = be ? be->device_count() : 0;
     ds_world w;
     if (ds_world_init(&w, gpus, stall ? 5 : 120) != DS_OK) {
-        fprintf(stderr, "test_nccl_transport: %s\n", ds_last_error());
+        fprintf(stderr, "test_nccl_transport: %s\n", ds_status_last_error());
         return 1;
     }
     char nccl[256];

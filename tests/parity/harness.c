@@ -15,7 +15,7 @@ static size_t scratch_n, scratch_cap;
 
 void p_fatal(ds_status s, const char *what)
 {
-    fprintf(stderr, "parity: fatal: %s: %s: %s\n", what, ds_status_name(s), ds_last_error());
+    fprintf(stderr, "parity: fatal: %s: %s: %s\n", what, ds_status_name(s), ds_status_last_error());
     exit(2);
 }
 
@@ -76,6 +76,21 @@ void p_scratch_reset(void)
     for (size_t i = 0; i < scratch_n; i++)
         free(scratch[i]);
     scratch_n = 0;
+}
+
+ds_view p_map_view(int n, int c, int t, int f)
+{
+    return (ds_view){n, c, t * f, (long)c * t * f, (long)t * f, 1, f};
+}
+
+ds_view p_seq_view(int n, int c, int t)
+{
+    return (ds_view){n, c, t, c, 1, (long)n * c, 1};
+}
+
+size_t p_at(const ds_view *v, int i, int ch, long p)
+{
+    return (size_t)(i * v->sn + ch * v->sc + p * v->sp);
 }
 
 /* ---- side memory ---- */
@@ -293,8 +308,8 @@ void p_run(const p_case *c)
         p_fatal(st, c->op);
     st = side_run(&P.test, c, got);
     if (st != DS_OK) {
-        snprintf(v.note, sizeof v.note, "%s: %s", ds_status_name(st), ds_last_error());
-        ds_clear_error();
+        snprintf(v.note, sizeof v.note, "%s: %s", ds_status_name(st), ds_status_last_error());
+        ds_status_clear_error();
         v.fail = 1;
     }
     for (int i = 0; i < c->nt && st == DS_OK; i++) {

@@ -1,4 +1,4 @@
-/* ops_conv_bn.c - parity cases of conv2d, mask, length-aware BatchNorm and
+/* ops_conv_bn.c - parity cases of conv2d, length-aware BatchNorm and
  * lookahead (grouped as tests/unit/test_ops_conv_bn.c groups them).
  * BatchNorm runs on both views the model uses (conv maps and sequences),
  * with ragged lengths: an utterance of one frame, others short of t, and
@@ -98,13 +98,13 @@ static void conv_cases(const char *name, const conv_arg *a, int with_null_dx)
 static void conv_all(void)
 {
     const ds_conv_geom g[] = {
-        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 1, 1, 1, 1),     /* 3x3, same padding */
-        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
-        ds_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
-        ds_conv_geom_of(1, 2, 10, 10, 2, 4, 2, 1, 3, 0, 1),   /* even kernel, stride 3 in w */
+        ds_backend_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 1, 1, 1, 1),     /* 3x3, same padding */
+        ds_backend_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
+        ds_backend_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
+        ds_backend_conv_geom_of(1, 2, 10, 10, 2, 4, 2, 1, 3, 0, 1),   /* even kernel, stride 3 in w */
         /* DeepSpeech2's two layers at full kernel size, 100 frames x 81 bins */
-        ds_conv_geom_of(2, 1, 100, 81, 16, 41, 11, 2, 2, 20, 5),
-        ds_conv_geom_of(2, 16, 50, 41, 16, 21, 11, 2, 1, 10, 5),
+        ds_backend_conv_geom_of(2, 1, 100, 81, 16, 41, 11, 2, 2, 20, 5),
+        ds_backend_conv_geom_of(2, 16, 50, 41, 16, 21, 11, 2, 1, 10, 5),
     };
     const char *names[] = {"k3x3 s1 p1",     "k3x3 s2 p1",           "k7x5 s2 p3x2",
                            "k4x2 s1x3 p0x1", "ds2 conv1 100x81 k41x11", "ds2 conv2 50x41 k21x11"};
@@ -116,10 +116,10 @@ static void conv_all(void)
      * (its algorithms reused, never searched again); DeepSpeech2's first
      * layer planned without dx, as the model plans it */
     const conv_arg step[] = {
-        {ds_conv_geom_of(1, 16, 37, 41, 16, 21, 11, 2, 1, 10, 5), ds_conv_geom_resized(&g[5], 3, 64), 1},
-        {ds_conv_geom_of(3, 16, 23, 41, 16, 21, 11, 2, 1, 10, 5), ds_conv_geom_resized(&g[5], 3, 64), 1},
-        {ds_conv_geom_of(2, 1, 63, 81, 16, 41, 11, 2, 2, 20, 5), ds_conv_geom_resized(&g[4], 3, 120), 0},
-        {ds_conv_geom_of(1, 1, 120, 81, 16, 41, 11, 2, 2, 20, 5), ds_conv_geom_resized(&g[4], 3, 120), 0},
+        {ds_backend_conv_geom_of(1, 16, 37, 41, 16, 21, 11, 2, 1, 10, 5), ds_backend_conv_geom_resized(&g[5], 3, 64), 1},
+        {ds_backend_conv_geom_of(3, 16, 23, 41, 16, 21, 11, 2, 1, 10, 5), ds_backend_conv_geom_resized(&g[5], 3, 64), 1},
+        {ds_backend_conv_geom_of(2, 1, 63, 81, 16, 41, 11, 2, 2, 20, 5), ds_backend_conv_geom_resized(&g[4], 3, 120), 0},
+        {ds_backend_conv_geom_of(1, 1, 120, 81, 16, 41, 11, 2, 2, 20, 5), ds_backend_conv_geom_resized(&g[4], 3, 120), 0},
     };
     const char *step_names[] = {"ds2 conv2 1x37 of 3x64", "ds2 conv2 3x23 of 3x64",
                                 "ds2 conv1 2x63 of 3x120", "ds2 conv1 1x120 of 3x120"};
@@ -127,23 +127,7 @@ static void conv_all(void)
         conv_cases(step_names[i], &step[i], 0);
 }
 
-/* ---- BatchNorm and mask ---- */
-
-/* Conv maps [n][c][t][f] (f positions per frame) and sequences [t][n][c]. */
-static ds_view map_view(int n, int c, int t, int f)
-{
-    return (ds_view){n, c, t * f, (long)c * t * f, (long)t * f, 1, f};
-}
-
-static ds_view seq_view(int n, int c, int t)
-{
-    return (ds_view){n, c, t, c, 1, (long)n * c, 1};
-}
-
-static size_t at(const ds_view *v, int i, int ch, long p)
-{
-    return (size_t)(i * v->sn + ch * v->sc + p * v->sp);
-}
+/* ---- BatchNorm ---- */
 
 /* One view with its lengths and every input the BatchNorm ops take, the
  * statistics among them computed here from the rounded x and dy, so that
@@ -172,7 +156,7 @@ static void bn_stats(bn_fix *f)
         for (int i = 0; i < v->n; i++)
             for (long p = 0; p < v->p; p++)
                 if (real_pos(f, i, p)) {
-                    double a = f->x[at(v, i, ch, p)];
+                    double a = f->x[p_at(v, i, ch, p)];
                     s1 += a, s2 += a * a;
                 }
         f->mom[ch] = s1, f->mom[v->c + ch] = s2;
@@ -196,7 +180,7 @@ static void bn_bwd_stats(bn_fix *f)
         for (int i = 0; i < v->n; i++)
             for (long p = 0; p < v->p; p++)
                 if (real_pos(f, i, p)) {
-                    size_t e = at(v, i, ch, p);
+                    size_t e = p_at(v, i, ch, p);
                     s1 += f->dy[e], s2 += f->dy[e] * (f->x[e] - f->mean[ch]);
                 }
         f->bmom[ch] = s1, f->bmom[v->c + ch] = s2 * f->invstd[ch];
@@ -223,13 +207,6 @@ static bn_fix bn_fixture(const char *name, ds_view v, const int *len)
     bn_stats(&f);
     bn_bwd_stats(&f);
     return f;
-}
-
-/* buf: len [n], x [view v] (padding zeroed in place). */
-static ds_status call_mask(const p_side *s, void *const *buf, const void *arg)
-{
-    const bn_fix *f = arg;
-    return s->ops->mask(s->ctx, &f->v, buf[0], buf[1]);
 }
 
 /* buf: len [n], x [view v], mom [2c]. */
@@ -286,11 +263,6 @@ static ds_status call_bn_bwd_eval(const p_side *s, void *const *buf, const void 
 static void bn_forward_cases(const bn_fix *f)
 {
     const size_t c = (size_t)f->v.c;
-    p_case m = {"mask", f->name, .call = call_mask, .arg = f};
-    p_add_ints(&m, "len", f->v.n, f->len);
-    p_add(&m, "x", P_COMPUTE, P_ACC, f->nx, f->x);
-    p_run(&m);
-
     p_case mo = {"bn_moments", f->name, .call = call_bn_moments, .arg = f};
     p_add_ints(&mo, "len", f->v.n, f->len);
     p_add(&mo, "x", P_COMPUTE, P_IN, f->nx, f->x);
@@ -374,10 +346,10 @@ static void bn_all(void)
     static const int big_seq_len[] = {23, 60, 1, 57, 40, 60, 12, 33};
     bn_fix fixes[4];
     /* one after the other: initialisers are not sequenced, the draws must be */
-    fixes[0] = bn_fixture("map n3 c2 t6 f4", map_view(3, 2, 6, 4), map_len);
-    fixes[1] = bn_fixture("seq t8 n4 c5", seq_view(4, 5, 8), seq_len);
-    fixes[2] = bn_fixture("map n4 c16 t50 f41", map_view(4, 16, 50, 41), big_map_len);
-    fixes[3] = bn_fixture("seq t60 n8 c96", seq_view(8, 96, 60), big_seq_len);
+    fixes[0] = bn_fixture("map n3 c2 t6 f4", p_map_view(3, 2, 6, 4), map_len);
+    fixes[1] = bn_fixture("seq t8 n4 c5", p_seq_view(4, 5, 8), seq_len);
+    fixes[2] = bn_fixture("map n4 c16 t50 f41", p_map_view(4, 16, 50, 41), big_map_len);
+    fixes[3] = bn_fixture("seq t60 n8 c96", p_seq_view(8, 96, 60), big_seq_len);
     for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
         bn_forward_cases(&fixes[i]);
         bn_backward_cases(&fixes[i]);

@@ -1,4 +1,6 @@
-/* ops_dense.c - parity cases of hardtanh, linear and conv_to_seq. */
+/* ops_dense.c - parity cases of hardtanh, mask, linear and conv_to_seq
+ * (grouped as tests/unit/test_ops_dense.c groups them; hardtanh and mask
+ * are the elementwise family, cpu/elementwise.inc and cuda/elementwise.cu). */
 #include <stdio.h>
 
 #include "parity.h"
@@ -65,6 +67,49 @@ static void hardtanh_all(void)
     static const ht_arg small = {301, 0, 20}, big = {100003, 0, 20};
     hardtanh_case("n301 [0,20]", &small);
     hardtanh_case("n100003 [0,20]", &big);
+}
+
+/* ---- mask ---- */
+
+typedef struct {
+    ds_view v;
+    const int *len;     /* [v.n] */
+} mask_arg;
+
+/* buf: len [n], x [view v] (padding zeroed in place). */
+static ds_status call_mask(const p_side *s, void *const *buf, const void *arg)
+{
+    const mask_arg *a = arg;
+    return s->ops->mask(s->ctx, &a->v, buf[0], buf[1]);
+}
+
+/* Random values everywhere, padding too: the op must zero exactly the
+ * positions past each utterance's length. */
+static void mask_case(const char *name, const mask_arg *a)
+{
+    const size_t nx = (size_t)a->v.n * a->v.c * a->v.p;
+    p_case m = {"mask", name, .call = call_mask, .arg = a};
+    p_add_ints(&m, "len", a->v.n, a->len);
+    p_add(&m, "x", P_COMPUTE, P_ACC, nx, p_rand(P_COMPUTE, nx, -1, 2));
+    p_run(&m);
+}
+
+/* The BatchNorm cases' views (ops_conv_bn.c): small and model-sized conv
+ * maps with an utterance of one frame, sequences with unsorted lengths none
+ * of which reaches t. */
+static void mask_all(void)
+{
+    static const int map_len[] = {6, 3, 1}, seq_len[] = {5, 7, 1, 4};
+    static const int big_map_len[] = {50, 31, 1, 44};
+    static const int big_seq_len[] = {23, 60, 1, 57, 40, 60, 12, 33};
+    const mask_arg cases[] = {{p_map_view(3, 2, 6, 4), map_len},
+                              {p_seq_view(4, 5, 8), seq_len},
+                              {p_map_view(4, 16, 50, 41), big_map_len},
+                              {p_seq_view(8, 96, 60), big_seq_len}};
+    const char *names[] = {"map n3 c2 t6 f4", "seq t8 n4 c5", "map n4 c16 t50 f41",
+                           "seq t60 n8 c96"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        mask_case(names[i], &cases[i]);
 }
 
 /* ---- linear ---- */
@@ -185,4 +230,5 @@ void p_dense_cases(void)
     hardtanh_all();
     linear_all();
     conv_to_seq_all();
+    mask_all();        /* last: the cases before it draw what they drew before */
 }

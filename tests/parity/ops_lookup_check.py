@@ -12,7 +12,11 @@ Every member of ds_ops (src/backend.h) must have exactly one row, and in it:
              cpu/ops_half.inc defines half_OP;
   CUDA twin  `cuda/F.cu`: `cuda_OP<T>`  F defines cuda_OP and cuda/ops_table.cu
              holds `.OP = cuda_OP<T>`;
-  parity     `tests/parity/F.c`  F names a case "OP" or calls ops->OP(;
+  unit       `tests/unit/test_ops_G.c` or `tests/unit/test_G.c`, optionally
+             "(through `FN`)": the file names OP (or FN) as a word, and G is the
+             family of the parity file (ops_G.c), so every family's unit and
+             parity checks are grouped alike;
+  parity     `tests/parity/ops_G.c`  it names a case "OP" or calls ops->OP(;
   peer       each `path` named exists (a dash: none).
 Exit 0 when all hold, else 1 with one line per fault.
 """
@@ -47,7 +51,7 @@ def main():
     rows = {}
     for line in readme.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 5 or not re.fullmatch(r"`[a-z0-9_]+`", cells[0]):
+        if len(cells) != 6 or not re.fullmatch(r"`[a-z0-9_]+`", cells[0]):
             continue
         op = cells[0].strip("`")
         if op in rows:
@@ -65,7 +69,7 @@ def main():
         if op not in rows:
             faults.append("%s: no row" % op)
             continue
-        _, cpu, cuda, parity, peer = rows.pop(op)
+        _, cpu, cuda, unit, parity, peer = rows.pop(op)
         cm = re.fullmatch(r"`(cpu/([a-z_]+)\.inc)`: `cpu_%s`" % op, cpu)
         if not cm:
             faults.append("%s: CPU cell %r is not `cpu/F.inc`: `cpu_%s`" % (op, cpu, op))
@@ -85,11 +89,22 @@ def main():
             faults.append("%s: %s does not define cuda_%s" % (op, um.group(1), op))
         if not re.search(r"\.%s = cuda_%s<T>," % (op, op), cuda_table):
             faults.append("%s: cuda/ops_table.cu lacks .%s = cuda_%s<T>" % (op, op, op))
-        pm = re.fullmatch(r"`(tests/parity/[a-z_]+\.c)`", parity)
+        pm = re.fullmatch(r"`(tests/parity/ops_([a-z_]+)\.c)`", parity)
         if not pm:
-            faults.append("%s: parity cell %r is not `tests/parity/F.c`" % (op, parity))
+            faults.append("%s: parity cell %r is not `tests/parity/ops_G.c`" % (op, parity))
         elif not re.search(r'"%s"|ops->%s\(' % (op, op), read(pm.group(1))):
             faults.append('%s: %s has no case "%s"' % (op, pm.group(1), op))
+        tm = re.fullmatch(r"`(tests/unit/test_(?:ops_)?([a-z_]+)\.c)`(?: \(through `([a-z0-9_]+)`\))?",
+                          unit)
+        if not tm:
+            faults.append("%s: unit cell %r is not `tests/unit/test_[ops_]G.c`" % (op, unit))
+        else:
+            name = tm.group(3) or op
+            if not re.search(r"\b%s\b" % name, read(tm.group(1))):
+                faults.append("%s: %s does not name %s" % (op, tm.group(1), name))
+            if pm and tm.group(2) != pm.group(2):
+                faults.append("%s: unit test family %s, parity family %s: grouped differently"
+                              % (op, tm.group(2), pm.group(2)))
         paths = re.findall(r"`(tests/[^`]+)`", peer)
         if not paths and not peer.startswith("—"):
             faults.append("%s: peer cell %r names no file and no dash" % (op, peer))

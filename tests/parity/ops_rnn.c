@@ -53,7 +53,7 @@ static rnn_fix rnn_fixture(ds_cell cell, int dirs, int in, int hidden, int t, in
                            const int *len)
 {
     rnn_fix f = {.d = {cell, dirs, in, hidden, t + 2, n + 1}, .t = t, .n = n, .len = len};
-    const size_t gh = (size_t)ds_cell_gates(cell) * f.d.hidden;
+    const size_t gh = (size_t)ds_backend_cell_gates(cell) * f.d.hidden;
     const double k = 1 / sqrt(f.d.hidden);   /* PyTorch's initial range */
     snprintf(f.name, sizeof f.name, "%s x%d %d>%d t%d n%d (max %dx%d)", cell_name(cell), dirs,
              in, hidden, t, n, f.d.max_t, f.d.max_n);
@@ -222,8 +222,8 @@ static void rnn_case(ds_cell cell, int dirs, int in, int hidden, int t, int n, c
             p_fatal(st, ref.stage);
         st = rnn_side(&P.test, &f, &got);
         if (st != DS_OK && !got.note[0])
-            snprintf(got.note, sizeof got.note, "%s: %s", ds_status_name(st), ds_last_error());
-        ds_clear_error();
+            snprintf(got.note, sizeof got.note, "%s: %s", ds_status_name(st), ds_status_last_error());
+        ds_status_clear_error();
     }
     rnn_report(&f, &ref, &got);
     p_scratch_reset();

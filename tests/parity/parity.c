@@ -198,7 +198,7 @@ static void open_side(p_side *s, const ds_backend *be, ds_dtype dtype, const cha
 {
     s->be = be;
     s->ops = be->ops(dtype);
-    s->roles = ds_precision_roles(dtype);
+    s->roles = ds_backend_precision_roles(dtype);
     ds_status st = be->ctx_create(0, NULL, &s->ctx);
     if (st != DS_OK)
         p_fatal(st, what);
@@ -251,7 +251,8 @@ int main(int argc, char **argv)
     p_conv_bn_cases();
     p_dense_cases();
     p_rnn_cases();
-    p_ctc_optim_cases();
+    p_ctc_cases();
+    p_optim_cases();
     check_coverage();
 
     P.test.be->ctx_destroy(P.test.ctx);

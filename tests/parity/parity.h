@@ -83,6 +83,13 @@ double *p_rand(p_role r, size_t n, double lo, double hi);
 void p_round(p_role r, double *x, size_t n);
 void p_scratch_reset(void);
 
+/* ---- the two views of the ops that take lengths (mask, BatchNorm) ---- */
+/* Conv maps [n][c][t][f] (f positions per frame) and sequences [t][n][c]. */
+ds_view p_map_view(int n, int c, int t, int f);
+ds_view p_seq_view(int n, int c, int t);
+/* The element (i, ch, p) of view v. */
+size_t p_at(const ds_view *v, int i, int ch, long p);
+
 /* Stops the run (exit 2): a harness or reference failure, not a parity one. */
 void p_fatal(ds_status s, const char *what);
 
@@ -135,9 +142,10 @@ int *p_minus_ones(size_t n);
 void p_run(const p_case *c);
 
 /* ---- the op families ---- */
-void p_conv_bn_cases(void);      /* conv2d, mask, BatchNorm, lookahead */
-void p_dense_cases(void);        /* hardtanh, linear, conv_to_seq */
+void p_conv_bn_cases(void);      /* conv2d, BatchNorm, lookahead */
+void p_dense_cases(void);        /* hardtanh, mask, linear, conv_to_seq */
 void p_rnn_cases(void);          /* rnn_plan, rnn_fwd, rnn_bwd */
-void p_ctc_optim_cases(void);    /* ctc_loss, loss_total, sumsq, sgd_step, adamw_step */
+void p_ctc_cases(void);          /* ctc_loss, argmax, loss_total */
+void p_optim_cases(void);        /* sumsq, sgd_step, adamw_step */
 
 #endif

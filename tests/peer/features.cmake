@@ -1,7 +1,7 @@
 # features_vs_torch: peer/features_cases.py writes signals with torch.stft's
 # log spectrogram and numpy log-mel / MFCC references; features_torch_check
 # runs our FFTW featurizer on them (max abs error <= 1e-4).
-add_executable(features_torch_check unit/features_torch_check.c)
+add_executable(features_torch_check peer/features_torch_check.c)
 target_link_libraries(features_torch_check PRIVATE dstrain_testutil)
 # sh -c SCRIPT NAME PYTHON CASES_PY CHECK OUT: fails when either step fails.
 add_test(NAME features_vs_torch

@@ -9,7 +9,7 @@
 #                      damaged zips, mutated pickles, non-finite values, fc_hidden export:
 #                      each a message naming the file and key, exit 1, no crash
 # torch is a declared dependency: without it these fail, not skip.
-add_executable(pt_logits_dump unit/pt_logits_dump.c)
+add_executable(pt_logits_dump peer/pt_logits_dump.c)
 target_link_libraries(pt_logits_dump PRIVATE dstrain_testutil)
 
 foreach(part export roundtrip refusals)

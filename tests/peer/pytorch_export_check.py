@@ -123,7 +123,7 @@ def write_cfg(d, c):
 
 def to_dstrain(sd, c):
     """deepspeech.pytorch state_dict -> (params, state) under dstrain's names
-    (the test's own statement of ds_layout.h, for the peer model)."""
+    (the test's own statement of pt_layout.h, for the peer model)."""
     params, state = {}, {}
 
     def bn(ds, pt):

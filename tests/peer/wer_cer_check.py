@@ -26,7 +26,7 @@ The pairs: hand-written edge cases (empty hypothesis, empty reference, both
 empty, only spaces, repeated / leading / trailing spaces, apostrophes), long
 pairs (~200 words, beyond dstrain's 1024-character stack buffers, and at the
 boundary), and random pairs from a fixed seed over a tiny alphabet so edits
-are frequent. score_pairs_check (tests/unit/score_pairs_check.c) scores them
+are frequent. score_pairs_check (tests/peer/score_pairs_check.c) scores them
 with ds_decode_word_edits / ds_decode_char_edits; every pair's edits and reference counts
 must match exactly, and so must the corpus totals and rates (printed %.17g,
 the same IEEE division on both sides).

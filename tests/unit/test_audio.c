@@ -61,9 +61,9 @@ static void test_mono(const char *name, int fmt)
     T_CHECK(pcm && write_pcm16(path_of(name, p), fmt, SR, 1, pcm, n), "writing %s", name);
     float *x = NULL;
     long got = 0;
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = ds_audio_read(p, SR, &x, &got);
-    T_CHECK(st == DS_OK && got == n, "%s: %s, %ld samples", name, ds_last_error(), got);
+    T_CHECK(st == DS_OK && got == n, "%s: %s, %ld samples", name, ds_status_last_error(), got);
     long bad = 0;
     for (long i = 0; st == DS_OK && i < n; i++)
         bad += x[i] != (float)(pcm[i] / 32768.0);
@@ -88,7 +88,7 @@ static void test_float_wav(void)
     float *x = NULL;
     long n = 0;
     T_CHECK(ds_audio_read(p, SR, &x, &n) == DS_OK && n == 1000 && memcmp(x, v, sizeof v) == 0,
-            "float.wav: %s", ds_last_error());
+            "float.wav: %s", ds_status_last_error());
     free(x);
 }
 
@@ -102,7 +102,7 @@ static void test_stereo(void)
     float *x = NULL;
     long got = 0;
     ds_status st = ds_audio_read(p, SR, &x, &got);
-    T_CHECK(st == DS_OK && got == n, "stereo: %s, %ld frames", ds_last_error(), got);
+    T_CHECK(st == DS_OK && got == n, "stereo: %s, %ld frames", ds_status_last_error(), got);
     double worst = 0;
     for (long i = 0; st == DS_OK && i < n; i++) {
         double want = (pcm[2 * i] / 32768.0 + pcm[2 * i + 1] / 32768.0) / 2;
@@ -119,9 +119,9 @@ static void expect_error(const char *what, const char *p, const char *const *wor
 {
     float *x = (float *)&x;   /* must become NULL */
     long n = -1;
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = ds_audio_read(p, SR, &x, &n);
-    const char *msg = ds_last_error();
+    const char *msg = ds_status_last_error();
     T_CHECK(st == DS_ERR_IO, "%s: status %s (%s)", what, ds_status_name(st), msg);
     T_CHECK(strstr(msg, p) != NULL, "%s: message does not name the file: %s", what, msg);
     for (int i = 0; words && words[i]; i++)
@@ -211,7 +211,7 @@ static void test_unknown_length(void)
     float *x = NULL;
     long got = 0;
     ds_status st = ds_audio_read(p, SR, &x, &got);
-    T_CHECK(st == DS_OK && got == n, "no length: %s, %ld samples", ds_last_error(), got);
+    T_CHECK(st == DS_OK && got == n, "no length: %s, %ld samples", ds_status_last_error(), got);
     long bad = 0;
     for (long i = 0; st == DS_OK && i < n; i++)
         bad += x[i] != (float)(pcm[i] / 32768.0);

@@ -33,7 +33,7 @@ static void flops(void)
         "\"fc_hidden\":[],\"bn_eps\":1e-5,\"bn_momentum\":0.1}";
     ds_model_cfg cfg;
     if (ds_config_parse(json, "test", &cfg) != DS_OK) {
-        printf("FAIL config: %s\n", ds_last_error());
+        printf("FAIL config: %s\n", ds_status_last_error());
         fails++;
         return;
     }

@@ -71,9 +71,9 @@ static void check_row(size_t i, const row *r)
 {
     ds_binding b;
     memset(&b, 0x5a, sizeof b);
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = ds_device_bind(r->local_rank, r->local_size, r->visible, r->nccl, &b);
-    const char *text = st == DS_OK ? b.warning : ds_last_error();
+    const char *text = st == DS_OK ? b.warning : ds_status_last_error();
     printf("row %2zu: local rank %3d of %3d, %d visible, %-4s -> ", i, r->local_rank, r->local_size,
            r->visible, r->nccl ? "nccl" : "mpi");
     if (st == DS_OK)
@@ -88,7 +88,7 @@ static void check_row(size_t i, const row *r)
                 "row %zu: device %d shared %d on it %d, warning \"%s\"", i, b.device, b.shared,
                 b.ranks_on_device, b.warning);
     T_CHECK(says_all(text, r->must_say), "row %zu: the text lacks what it must say", i);
-    ds_clear_error();
+    ds_status_clear_error();
 }
 
 /* For each node shape, every local rank reaches the same verdict (status,
@@ -120,7 +120,7 @@ static void check_node_consistency(void)
                     ds_device_bind(r, size, vis, nccl, &b);
                     bad += b.ranks_on_device != count[b.device];
                 }
-                ds_clear_error();
+                ds_status_clear_error();
             }
     printf("%zu node shapes (1-16 ranks, 0-9 devices, both transports): %zu inconsistencies\n",
            shapes, bad);
@@ -140,11 +140,11 @@ static void check_texts_whole(void)
                 || strlen(b.warning) < sizeof tail
                 || strcmp(b.warning + strlen(b.warning) - (sizeof tail - 1), tail) != 0)
                 cut++;
-            ds_clear_error();
+            ds_status_clear_error();
             if (ds_device_bind(0, size, vis, 1, &b) != DS_ERR_ARG
-                || !strstr(ds_last_error(), "or use --allreduce mpi"))
+                || !strstr(ds_status_last_error(), "or use --allreduce mpi"))
                 cut++;
-            ds_clear_error();
+            ds_status_clear_error();
         }
     printf("%zu crowded node shapes: %zu texts cut off\n", n, cut);
     T_CHECK(cut == 0, "%zu warning or error texts cut off", cut);
@@ -156,7 +156,7 @@ int main(void)
         check_row(i, &TABLE[i]);
     ds_status st = ds_device_bind(0, 1, 1, 0, NULL);
     T_CHECK(st == DS_ERR_ARG, "NULL result: %s", ds_status_name(st));
-    ds_clear_error();
+    ds_status_clear_error();
     check_node_consistency();
     check_texts_whole();
     return t_finish("test_binding");

@@ -10,8 +10,8 @@
 
 #include "backend.h"
 #include "checkpoint.h"
-#include "fileutil.h"
-#include "h5io.h"
+#include "file.h"
+#include "h5_io.h"
 #include "testmodel.h"
 #include "testutil.h"
 
@@ -62,10 +62,10 @@ int main(int argc, char **argv)
                              .norm = DS_NORM_NONE};
         info.feat.type = DS_FEAT_LOGMEL;
         T_OK(ds_checkpoint_save(path, a, NULL, &info));
-        int temps = 0;   /* c.h5.XXXXXX.tmp (fileutil.h) */
+        int temps = 0;   /* c.h5.XXXXXX.tmp (file.h) */
         DIR *d = opendir(dir);
         for (struct dirent *e; d && (e = readdir(d));)
-            temps += ds_tmp_is_of(e->d_name, "c.h5");
+            temps += ds_file_tmp_is_of(e->d_name, "c.h5");
         if (d)
             closedir(d);
         T_CHECK(access(path, R_OK) == 0 && temps == 0, "file in place, no temp left (%d)", temps);
@@ -92,9 +92,9 @@ int main(int argc, char **argv)
 
     /* a checkpoint of another architecture does not load */
     ds_model *small = make_model("small", DS_F32, ctx);
-    ds_clear_error();
-    T_CHECK(small && ds_checkpoint_load(path, small) != DS_OK && strstr(ds_last_error(), "conv.0.weight"),
-            "loading into another model names the tensor: %s", ds_last_error());
+    ds_status_clear_error();
+    T_CHECK(small && ds_checkpoint_load(path, small) != DS_OK && strstr(ds_status_last_error(), "conv.0.weight"),
+            "loading into another model names the tensor: %s", ds_status_last_error());
     ds_model_destroy(small);
 
     /* a file that is not a checkpoint */
@@ -105,14 +105,14 @@ int main(int argc, char **argv)
     ds_model_cfg cfg;
     ds_dtype dt;
     ds_ckpt_info info;
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_checkpoint_read_config(other, &cfg, &dt, &info) != DS_OK &&
-                strstr(ds_last_error(), "other.h5") && strstr(ds_last_error(), "not a dstrain checkpoint"),
-            "not a checkpoint: %s", ds_last_error());
-    ds_clear_error();
+                strstr(ds_status_last_error(), "other.h5") && strstr(ds_status_last_error(), "not a dstrain checkpoint"),
+            "not a checkpoint: %s", ds_status_last_error());
+    ds_status_clear_error();
     T_CHECK(ds_checkpoint_read_config("/nonexistent/x.h5", &cfg, &dt, &info) != DS_OK &&
-                strstr(ds_last_error(), "/nonexistent/x.h5"),
-            "missing file named: %s", ds_last_error());
+                strstr(ds_status_last_error(), "/nonexistent/x.h5"),
+            "missing file named: %s", ds_status_last_error());
 
     unlink(path);
     unlink(other);

@@ -78,7 +78,7 @@ static const limit_case CASES[] = {
 /* Parameters and tensors counted by hand from the architecture. */
 static void count_by_hand(const ds_model_cfg *c, size_t *params, int *tensors)
 {
-    const size_t G = (size_t)ds_cell_gates(c->cell), H = (size_t)c->hidden;
+    const size_t G = (size_t)ds_backend_cell_gates(c->cell), H = (size_t)c->hidden;
     const size_t dirs = c->bidirectional ? 2 : 1;
     size_t p = 0, ci = 1, f = (size_t)c->n_features;
     int t = 0;
@@ -132,13 +132,13 @@ static void check_refused(void)
         ds_model_cfg cfg;
         make_json(json, sizeof json, "over", over[i].n_conv, over[i].cell, over[i].layers,
                   over[i].lookahead, over[i].n_fc);
-        ds_clear_error();
+        ds_status_clear_error();
         ds_status st = ds_config_parse(json, "over.json", &cfg);
-        T_CHECK(st == DS_ERR_ARG && strstr(ds_last_error(), over[i].what),
-                "one past the %s limit: %s (%s)", over[i].what, ds_status_name(st), ds_last_error());
-        printf("past the %-9s limit: refused: %s\n", over[i].what, ds_last_error());
+        T_CHECK(st == DS_ERR_ARG && strstr(ds_status_last_error(), over[i].what),
+                "one past the %s limit: %s (%s)", over[i].what, ds_status_name(st), ds_status_last_error());
+        printf("past the %-9s limit: refused: %s\n", over[i].what, ds_status_last_error());
     }
-    ds_clear_error();
+    ds_status_clear_error();
 }
 
 /* ---- the model at the limits ---- */
@@ -211,7 +211,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     double *p0 = NULL, *g = NULL, *p1 = NULL;
     const ds_model_limits lim = {BATCH, FRAMES, ds_synthetic_max_labels(cfg, FRAMES)};
     ds_status st = ds_model_create(cfg, be, ctx, dt, &lim, &m);
-    T_CHECK(st == DS_OK, "%s %s: model: %s", lc->name, dn, ds_last_error());
+    T_CHECK(st == DS_OK, "%s %s: model: %s", lc->name, dn, ds_status_last_error());
     if (st != DS_OK)
         return;
 
@@ -271,7 +271,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
     if (st == DS_OK) st = ds_model_forward(m, 1);
     if (st == DS_OK) st = ds_model_loss(m, 0);
     if (st == DS_OK) st = ds_model_read_loss(m, &loss2, NULL);
-    T_CHECK(st == DS_OK, "%s %s: training step: %s", lc->name, dn, ds_last_error());
+    T_CHECK(st == DS_OK, "%s %s: training step: %s", lc->name, dn, ds_status_last_error());
     if (st != DS_OK)
         goto out;
 
@@ -322,7 +322,7 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
         if (st == DS_OK) st = ds_model_backward(m);
         if (st == DS_OK) st = ds_model_get(m, DS_GRADS, g);
         double e = st == DS_OK ? sample_fd(m, g, p0, &fst) : NAN;
-        T_CHECK(st == DS_OK && fst == DS_OK, "%s: gradient check: %s", lc->name, ds_last_error());
+        T_CHECK(st == DS_OK && fst == DS_OK, "%s: gradient check: %s", lc->name, ds_status_last_error());
         T_CHECK(e < 1e-6, "%s: one element of every tensor vs finite differences: rel err %.3g",
                 lc->name, e);
         printf("%-21s %s: one element of every tensor vs finite differences: rel err %.3g\n",
@@ -439,7 +439,7 @@ int main(int argc, char **argv)
         ds_model_cfg cfg;
         make_json(json, sizeof json, lc->name, N_CONV, lc->cell, N_RNN, lc->lookahead, N_FC);
         ds_status st = ds_config_parse(json, lc->name, &cfg);
-        T_CHECK(st == DS_OK, "%s: %s", lc->name, ds_last_error());
+        T_CHECK(st == DS_OK, "%s: %s", lc->name, ds_status_last_error());
         if (st != DS_OK)
             continue;
         T_CHECK(cfg.n_conv == N_CONV && cfg.rnn_layers == N_RNN && cfg.n_fc == N_FC &&

@@ -391,7 +391,7 @@ static void expect_refused(const ctc_batch *b, const char *what)
         T_CHECK(st == DS_ERR_ARG, "%s accepted", what);
         return;
     }
-    T_CHECK(st == DS_OK, "%s: %s", what, ds_last_error());
+    T_CHECK(st == DS_OK, "%s: %s", what, ds_status_last_error());
     T_CHECK(isnan(loss[0]), "%s accepted: loss %g", what, loss[0]);
     T_CHECK(count_nan(g, 6) == 6, "%s accepted: %d of 6 gradient elements NaN", what,
             count_nan(g, 6));

@@ -11,7 +11,7 @@
 
 #include "alphabet.h"
 #include "dataset.h"
-#include "fileutil.h"
+#include "file.h"
 #include "half.h"
 #include "testutil.h"
 
@@ -39,14 +39,14 @@ static const char *path_of(const char *name)
     return buf[k];
 }
 
-/* Temporary files of the output name in the test's folder (fileutil.h's
+/* Temporary files of the output name in the test's folder (file.h's
  * DEST.XXXXXX.tmp). */
 static int count_tmp(const char *name)
 {
     int n = 0;
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
-        n += ds_tmp_is_of(e->d_name, name);
+        n += ds_file_tmp_is_of(e->d_name, name);
     if (d)
         closedir(d);
     return n;
@@ -131,7 +131,7 @@ static void check_index(const corpus *c, const ds_dataset *d, int lo, int hi)
 /* x as stored in dt: itself, or rounded to the nearest float16. */
 static float stored(float x, ds_dtype dt)
 {
-    return dt == DS_F32 ? x : ds_f32_from_f16(ds_f16_from_f32(x));
+    return dt == DS_F32 ? x : ds_half_f32_from_f16(ds_half_f16_from_f32(x));
 }
 
 /* Features of d against c: bit-exact in float32, rounded to nearest in float16. */
@@ -140,7 +140,7 @@ static void check_features(const corpus *c, ds_dataset *d, int lo, int hi)
     float *buf = malloc((size_t)2049 * c->nf * sizeof *buf);
     for (int i = lo; i < hi; i++) {
         ds_status st = ds_dataset_read(d, i - lo, buf);
-        T_CHECK(st == DS_OK, "read %d: %s", i, ds_last_error());
+        T_CHECK(st == DS_OK, "read %d: %s", i, ds_status_last_error());
         size_t n = (size_t)utt_frames[i] * c->nf, bad = 0, far = 0;
         for (size_t k = 0; k < n && st == DS_OK; k++) {
             double want = c->x[i][k];
@@ -159,10 +159,10 @@ static void check_half(void)
 {
     size_t bad = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
-        float f = ds_f32_from_f16((uint16_t)h);
+        float f = ds_half_f32_from_f16((uint16_t)h);
         int nan = ((h >> 10) & 31) == 31 && (h & 0x3ff);
-        bad += nan ? !isnan(f) || (ds_f16_from_f32(f) & 0x7c00) != 0x7c00
-                   : ds_f16_from_f32(f) != h;
+        bad += nan ? !isnan(f) || (ds_half_f16_from_f32(f) & 0x7c00) != 0x7c00
+                   : ds_half_f16_from_f32(f) != h;
     }
     T_CHECK(bad == 0, "%zu halves do not round trip", bad);
 #ifdef __FLT16_MAX__
@@ -178,13 +178,13 @@ static void check_half(void)
         _Float16 want = (_Float16)f;
         uint16_t wb;
         memcpy(&wb, &want, sizeof wb);
-        bad += ds_f16_from_f32(f) != wb;
+        bad += ds_half_f16_from_f32(f) != wb;
     }
     T_CHECK(bad == 0, "%zu of 2e6 random floats round differently from _Float16", bad);
 #endif
-    T_CHECK(ds_f16_from_f32(7.9999f) == 0x4800 && ds_f16_from_f32(65519.0f) == 0x7bff
-                && ds_f16_from_f32(65520.0f) == 0x7c00 && ds_f16_from_f32(0x1p-25f) == 0
-                && ds_f16_from_f32(0x1.8p-25f) == 1,
+    T_CHECK(ds_half_f16_from_f32(7.9999f) == 0x4800 && ds_half_f16_from_f32(65519.0f) == 0x7bff
+                && ds_half_f16_from_f32(65520.0f) == 0x7c00 && ds_half_f16_from_f32(0x1p-25f) == 0
+                && ds_half_f16_from_f32(0x1.8p-25f) == 1,
             "rounding at the edges");
 }
 
@@ -279,10 +279,10 @@ static int merge_mismatch(const corpus *c)
     const char *parts[2] = {p0, p1};
     T_OK(write_range(c, parts[0], DS_F32, 0, 2));
     T_OK(write_range(c, parts[1], DS_F16, 2, 3));
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = ds_dataset_merge(parts, 2, path_of("bad_merge.h5"));
-    T_CHECK(st != DS_OK && strstr(ds_last_error(), parts[1]) && strstr(ds_last_error(), "float16"),
-            "dtype mismatch not reported: %s", ds_last_error());
+    T_CHECK(st != DS_OK && strstr(ds_status_last_error(), parts[1]) && strstr(ds_status_last_error(), "float16"),
+            "dtype mismatch not reported: %s", ds_status_last_error());
     T_CHECK(access(path_of("bad_merge.h5"), F_OK) != 0, "failed merge left its output");
     T_CHECK(count_tmp("bad_merge.h5") == 0, "failed merge left its temp file");
     unlink(parts[0]);
@@ -308,14 +308,14 @@ static int writer_rejects(const corpus *c)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         x[5] = cases[k].bad;
-        ds_clear_error();
+        ds_status_clear_error();
         ds_status st = ds_dataset_writer_add(w, cases[k].id, "AB", cases[k].labels, 2, x, 4);
-        T_CHECK(st == cases[k].want && strstr(ds_last_error(), cases[k].id),
-                "%s: got %s: %s", cases[k].id, ds_status_name(st), ds_last_error());
+        T_CHECK(st == cases[k].want && strstr(ds_status_last_error(), cases[k].id),
+                "%s: got %s: %s", cases[k].id, ds_status_name(st), ds_status_last_error());
     }
     x[5] = 1.0f;
     T_OK(ds_dataset_writer_add(w, "good-utt", "A ", good, 2, x, 4));
-    ds_clear_error();
+    ds_status_clear_error();
     T_OK(ds_dataset_writer_close(w));
     ds_dataset *d;
     T_OK(ds_dataset_open(path_of("reject.h5"), &d));
@@ -378,7 +378,7 @@ static int describe(const char *name)
     for (char *p = text; (p = strstr(p, " - ")); p++)
         bars++;
     T_CHECK(bars == 10, "histogram has %d bins", bars);
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_dataset_read(d, 5, NULL) == DS_ERR_ARG, "read past the last utterance");
     free(text);
     ds_dataset_close(d);

@@ -32,9 +32,9 @@ static void test_settings(void)
                     strcmp(ds_feature_type_name(t), names[i]) == 0, "parse %s", names[i]);
     }
     ds_feature_type t;
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_feature_type_parse("spectrogram", &t) == DS_ERR_ARG &&
-                strstr(ds_last_error(), "log-spectrogram"), "bad type: %s", ds_last_error());
+                strstr(ds_status_last_error(), "log-spectrogram"), "bad type: %s", ds_status_last_error());
 
     ds_featurizer *f = NULL;
     c = ds_feature_defaults();
@@ -77,7 +77,7 @@ static float *featurize(const ds_feature_cfg *c, const float *audio, long n)
     if (st == DS_OK)
         st = ds_featurizer_run(f, audio, n, out);
     ds_featurizer_destroy(f);
-    T_CHECK(st == DS_OK, "featurize %s: %s", ds_feature_type_name(c->type), ds_last_error());
+    T_CHECK(st == DS_OK, "featurize %s: %s", ds_feature_type_name(c->type), ds_status_last_error());
     if (st != DS_OK) {
         free(out);
         return NULL;
@@ -214,15 +214,15 @@ static void test_too_short(void)
     ds_feature_cfg c = ds_feature_defaults();
     ds_featurizer *f = NULL;
     float x[161] = {0.5f}, out[2 * 161];
-    T_CHECK(ds_featurizer_create(&c, &f) == DS_OK, "create: %s", ds_last_error());
+    T_CHECK(ds_featurizer_create(&c, &f) == DS_OK, "create: %s", ds_status_last_error());
     if (!f)
         return;
-    ds_clear_error();
-    T_CHECK(ds_featurizer_run(f, x, 160, out) == DS_ERR_ARG && strstr(ds_last_error(), "160"),
-            "160 samples: %s", ds_last_error());
+    ds_status_clear_error();
+    T_CHECK(ds_featurizer_run(f, x, 160, out) == DS_ERR_ARG && strstr(ds_status_last_error(), "160"),
+            "160 samples: %s", ds_status_last_error());
     T_CHECK(ds_featurizer_run(f, x, 0, out) == DS_ERR_ARG, "0 samples accepted");
     T_CHECK(ds_featurizer_run(f, x, 161, out) == DS_OK && all_finite(out, 2 * 161),
-            "161 samples: %s", ds_last_error());
+            "161 samples: %s", ds_status_last_error());
     ds_featurizer_destroy(f);
 }
 

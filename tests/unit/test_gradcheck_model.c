@@ -58,7 +58,7 @@ static const ds_backend *be;
 #define T_OK_CASE(expr)                                                                    \
     do {                                                                                   \
         if ((st = (expr)) != DS_OK) {                                                      \
-            T_CHECK(0, "%s: %s: %s", c->name, #expr, ds_last_error());                     \
+            T_CHECK(0, "%s: %s: %s", c->name, #expr, ds_status_last_error());                     \
             goto out;                                                                      \
         }                                                                                  \
     } while (0)
@@ -70,7 +70,7 @@ static void check_case(const gc_case *c)
     ds_model *m = NULL;
     ds_batch b = {0};
     const int n = 3, frames = 24;
-    T_CHECK(ds_config_parse(c->json, c->name, &cfg) == DS_OK, "%s: config: %s", c->name, ds_last_error());
+    T_CHECK(ds_config_parse(c->json, c->name, &cfg) == DS_OK, "%s: config: %s", c->name, ds_status_last_error());
     T_CHECK(be->ctx_create(0, NULL, &ctx) == DS_OK, "context");
     ds_model_limits lim = {n, frames, ds_synthetic_max_labels(&cfg, frames)};
     ds_status st = ds_model_create(&cfg, be, ctx, DS_F64, &lim, &m);
@@ -86,7 +86,7 @@ static void check_case(const gc_case *c)
         st = ds_synthetic_batch(&rng, &cfg, n, frames, &b);
     if (st == DS_OK)
         st = ds_model_set_batch(m, &b);
-    T_CHECK(st == DS_OK, "%s: set-up: %s", c->name, ds_last_error());
+    T_CHECK(st == DS_OK, "%s: set-up: %s", c->name, ds_status_last_error());
     if (st != DS_OK)
         goto out;
 
@@ -109,7 +109,7 @@ static void check_case(const gc_case *c)
     if (st == DS_OK) st = ds_model_read_loss(m, &l, NULL);
     if (st == DS_OK) st = ds_model_backward(m);
     if (st == DS_OK) st = ds_model_get(m, DS_GRADS, an);
-    T_CHECK(st == DS_OK && l.n_infinite == 0, "%s: analytic pass: %s", c->name, ds_last_error());
+    T_CHECK(st == DS_OK && l.n_infinite == 0, "%s: analytic pass: %s", c->name, ds_status_last_error());
     /* The flat buffers hold alignment padding and the gaps of recurrent
      * spans: backward must leave them 0 there (the optimizer's norm and the
      * reduction run over the whole span). */
@@ -124,7 +124,7 @@ static void check_case(const gc_case *c)
     /* h near cbrt(machine epsilon) balances truncation (h^2) against rounding
      * (eps * loss / h) for a loss of order 30. */
     t_fd_grad(t_model_loss, &arg, p, np, 1e-5, fd);
-    T_CHECK(arg.st == DS_OK, "%s: finite differences: %s", c->name, ds_last_error());
+    T_CHECK(arg.st == DS_OK, "%s: finite differences: %s", c->name, ds_status_last_error());
     double all = 0, worst = 0;
     for (size_t k = 0; k < np; k++)
         all += an[k] * an[k];

@@ -19,7 +19,7 @@
 #include "half.h"
 #include "testutil.h"
 
-#define CHECK_OK(expr) T_CHECK((expr) == DS_OK, "%s: %s", #expr, ds_last_error())
+#define CHECK_OK(expr) T_CHECK((expr) == DS_OK, "%s: %s", #expr, ds_status_last_error())
 
 static uint32_t bits_f32(float f)
 {
@@ -57,15 +57,15 @@ static void check_all_f16(void)
     size_t wrong_value = 0, wrong_back = 0, wrong_nan = 0;
     for (uint32_t k = 0; k < 0x10000; k++) {
         const uint16_t h = (uint16_t)k;
-        const float f = ds_f32_from_f16(h);
+        const float f = ds_half_f32_from_f16(h);
         if (f16_is_nan(h)) {
-            wrong_nan += !f32_is_quiet_nan(f) || !f16_is_nan(ds_f16_from_f32(f))
-                         || !(ds_f16_from_f32(f) & 0x200) || !f16_is_nan(ds_f16_from_f64(f))
-                         || (ds_f16_from_f32(f) & 0x8000) != (h & 0x8000);
+            wrong_nan += !f32_is_quiet_nan(f) || !f16_is_nan(ds_half_f16_from_f32(f))
+                         || !(ds_half_f16_from_f32(f) & 0x200) || !f16_is_nan(ds_half_f16_from_f64(f))
+                         || (ds_half_f16_from_f32(f) & 0x8000) != (h & 0x8000);
             continue;
         }
         wrong_value += (double)f != f16_value(h) || !!signbit(f) != !!(h & 0x8000);
-        wrong_back += ds_f16_from_f32(f) != h || ds_f16_from_f64(f) != h;
+        wrong_back += ds_half_f16_from_f32(f) != h || ds_half_f16_from_f64(f) != h;
     }
     printf("F16: 65536 patterns: %zu widen to a wrong value, %zu do not narrow back, "
            "%zu NaNs not kept quiet NaNs\n", wrong_value, wrong_back, wrong_nan);
@@ -77,15 +77,15 @@ static void check_all_bf16(void)
     size_t wrong_value = 0, wrong_back = 0, wrong_nan = 0;
     for (uint32_t k = 0; k < 0x10000; k++) {
         const uint16_t h = (uint16_t)k;
-        const float f = ds_f32_from_bf16(h);
+        const float f = ds_half_f32_from_bf16(h);
         if (bf16_is_nan(h)) {
-            wrong_nan += !f32_is_quiet_nan(f) || !bf16_is_nan(ds_bf16_from_f32(f))
-                         || !(ds_bf16_from_f32(f) & 0x40) || !bf16_is_nan(ds_bf16_from_f64(f))
-                         || (ds_bf16_from_f32(f) & 0x8000) != (h & 0x8000);
+            wrong_nan += !f32_is_quiet_nan(f) || !bf16_is_nan(ds_half_bf16_from_f32(f))
+                         || !(ds_half_bf16_from_f32(f) & 0x40) || !bf16_is_nan(ds_half_bf16_from_f64(f))
+                         || (ds_half_bf16_from_f32(f) & 0x8000) != (h & 0x8000);
             continue;
         }
         wrong_value += (double)f != bf16_value(h) || !!signbit(f) != !!(h & 0x8000);
-        wrong_back += ds_bf16_from_f32(f) != h || ds_bf16_from_f64(f) != h;
+        wrong_back += ds_half_bf16_from_f32(f) != h || ds_half_bf16_from_f64(f) != h;
     }
     printf("BF16: 65536 patterns: %zu widen to a wrong value, %zu do not narrow back, "
            "%zu NaNs not kept quiet NaNs\n", wrong_value, wrong_back, wrong_nan);
@@ -103,8 +103,8 @@ static void check_float_paths_agree(void)
         const uint32_t x = (uint32_t)k;
         float f;
         memcpy(&f, &x, sizeof f);
-        const uint16_t a = ds_f16_from_f32(f), b = ds_f16_from_f64(f);
-        const uint16_t c = ds_bf16_from_f32(f), d = ds_bf16_from_f64(f);
+        const uint16_t a = ds_half_f16_from_f32(f), b = ds_half_f16_from_f64(f);
+        const uint16_t c = ds_half_bf16_from_f32(f), d = ds_half_bf16_from_f64(f);
         f16_diff += a != b && !(f16_is_nan(a) && f16_is_nan(b));
         bf16_diff += c != d && !(bf16_is_nan(c) && bf16_is_nan(d));
     }
@@ -154,8 +154,8 @@ static void check_midpoints(const fmt *t)
     T_CHECK(via_float_wrong > 0, "%s: the cases do not exercise double rounding", t->name);
 }
 
-static uint16_t f16_f64(double d) { return ds_f16_from_f64(d); }
-static uint16_t bf16_f64(double d) { return ds_bf16_from_f64(d); }
+static uint16_t f16_f64(double d) { return ds_half_f16_from_f64(d); }
+static uint16_t bf16_f64(double d) { return ds_half_bf16_from_f64(d); }
 
 /* Known values: overflow boundaries, subnormal boundaries, carries. */
 static void check_edges(void)
@@ -177,7 +177,7 @@ static void check_edges(void)
     };
     size_t bad = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        const uint16_t a = ds_f16_from_f64(t[i].x), b = ds_bf16_from_f64(t[i].x);
+        const uint16_t a = ds_half_f16_from_f64(t[i].x), b = ds_half_bf16_from_f64(t[i].x);
         if (a != t[i].f16 || b != t[i].bf16) {
             bad++;
             printf("  %a: f16 0x%04x (want 0x%04x), bf16 0x%04x (want 0x%04x)\n", t[i].x, a,
@@ -185,12 +185,12 @@ static void check_edges(void)
         }
     }
     T_CHECK(bad == 0, "%zu of %zu edge values wrong", bad, sizeof t / sizeof t[0]);
-    T_CHECK(ds_f16_from_f32(7.9999f) == 0x4800 && ds_f16_from_f32(65519.0f) == 0x7bff
-                && ds_f16_from_f32(65520.0f) == 0x7c00 && ds_bf16_from_f32(0x1.ffp127f) == 0x7f80
-                && ds_bf16_from_f32(-0x1.fep127f) == 0xff7f,
+    T_CHECK(ds_half_f16_from_f32(7.9999f) == 0x4800 && ds_half_f16_from_f32(65519.0f) == 0x7bff
+                && ds_half_f16_from_f32(65520.0f) == 0x7c00 && ds_half_bf16_from_f32(0x1.ffp127f) == 0x7f80
+                && ds_half_bf16_from_f32(-0x1.fep127f) == 0xff7f,
             "float edge values");
-    T_CHECK(f16_is_nan(ds_f16_from_f64(NAN)) && bf16_is_nan(ds_bf16_from_f64(-NAN))
-                && (ds_bf16_from_f64(-NAN) & 0x8000) && (ds_f16_from_f64(NAN) & 0x200),
+    T_CHECK(f16_is_nan(ds_half_f16_from_f64(NAN)) && bf16_is_nan(ds_half_bf16_from_f64(-NAN))
+                && (ds_half_bf16_from_f64(-NAN) & 0x8000) && (ds_half_f16_from_f64(NAN) & 0x200),
             "double NaN -> quiet NaN");
     printf("edges: %zu known values checked\n", sizeof t / sizeof t[0]);
 }
@@ -218,15 +218,15 @@ static void check_convert(void)
     /* BF16 -> F16 rounds the BF16 value once; F16 -> BF16 likewise */
     CHECK_OK(ds_convert(DS_F16, h2, DS_BF16, h, N));
     for (uint32_t k = 0; k < N; k++)
-        bad += !bf16_is_nan(h[k]) && h2[k] != ds_f16_from_f64(bf16_value(h[k]));
+        bad += !bf16_is_nan(h[k]) && h2[k] != ds_half_f16_from_f64(bf16_value(h[k]));
     CHECK_OK(ds_convert(DS_BF16, h2, DS_F16, h, N));
     for (uint32_t k = 0; k < N; k++)
-        bad += !f16_is_nan(h[k]) && h2[k] != ds_bf16_from_f64(f16_value(h[k]));
+        bad += !f16_is_nan(h[k]) && h2[k] != ds_half_bf16_from_f64(f16_value(h[k]));
     /* F32 <-> F16 / BF16 */
     CHECK_OK(ds_convert(DS_F32, f, DS_F16, h, N));
     CHECK_OK(ds_convert(DS_BF16, h2, DS_F32, f, N));
     for (uint32_t k = 0; k < N; k++)
-        bad += bits_f32(f[k]) != bits_f32(ds_f32_from_f16(h[k])) || h2[k] != ds_bf16_from_f32(f[k]);
+        bad += bits_f32(f[k]) != bits_f32(ds_half_f32_from_f16(h[k])) || h2[k] != ds_half_bf16_from_f32(f[k]);
     printf("ds_convert: %zu of %d patterns x 5 conversions wrong\n", bad, N);
     T_CHECK(bad == 0, "ds_convert F16/BF16 pairs");
 
@@ -241,7 +241,7 @@ static void check_convert(void)
     T_CHECK(memcmp(got, want, sizeof want) == 0 && back[0] == 3, "I32 <-> F16");
     ds_status st = ds_convert(DS_F16, h2, DS_I64, d, 1);
     T_CHECK(st == DS_ERR_UNSUPPORTED, "I64 -> F16 gives %s", ds_status_name(st));
-    ds_clear_error();
+    ds_status_clear_error();
     free(h);
     free(h2);
     free(d);
@@ -250,8 +250,8 @@ static void check_convert(void)
 
 int main(void)
 {
-    const fmt f16 = {"F16", f16_f64, ds_f16_from_f32, f16_value, 0x7bff};
-    const fmt bf16 = {"BF16", bf16_f64, ds_bf16_from_f32, bf16_value, 0x7f7f};
+    const fmt f16 = {"F16", f16_f64, ds_half_f16_from_f32, f16_value, 0x7bff};
+    const fmt bf16 = {"BF16", bf16_f64, ds_half_bf16_from_f32, bf16_value, 0x7f7f};
     check_all_f16();
     check_all_bf16();
     check_edges();

@@ -340,16 +340,16 @@ static int check_error(const fixture *fx, int frames_short)
     T_OK(ds_loader_start(&cfg, &l));
     ds_status st;
     int batches = 0;
-    ds_clear_error();
+    ds_status_clear_error();
     while ((st = ds_loader_next(l, &b)) == DS_OK && b)
         batches++;
     T_CHECK(st == DS_ERR_ARG, "no error from the thread (%d batches)", batches);
-    T_CHECK(names_offender(fx, ds_last_error(), frames_short,
+    T_CHECK(names_offender(fx, ds_status_last_error(), frames_short,
                            frames_short ? cfg.max_frames : cfg.max_labels),
-            "message '%s' names no utterance over the limit", ds_last_error());
-    ds_clear_error();
+            "message '%s' names no utterance over the limit", ds_status_last_error());
+    ds_status_clear_error();
     T_CHECK(ds_loader_next(l, &b) == DS_ERR_ARG && b == NULL, "error not sticky");
-    ds_clear_error();
+    ds_status_clear_error();
     ds_loader_stop(l);
     return 0;
 }
@@ -399,23 +399,23 @@ static int check_two_ranks(const fixture *fx)
 static int check_args(const fixture *fx)
 {
     ds_norm n;
-    T_CHECK(ds_norm_parse("utterance", &n) == DS_OK && n == DS_NORM_UTTERANCE, "utterance");
-    T_CHECK(ds_norm_parse("global", &n) == DS_OK && n == DS_NORM_GLOBAL, "global");
-    T_CHECK(ds_norm_parse("none", &n) == DS_OK && n == DS_NORM_NONE, "none");
-    T_CHECK(ds_norm_parse("Global", &n) == DS_ERR_ARG, "Global accepted");
-    ds_clear_error();
+    T_CHECK(ds_feature_norm_parse("utterance", &n) == DS_OK && n == DS_NORM_UTTERANCE, "utterance");
+    T_CHECK(ds_feature_norm_parse("global", &n) == DS_OK && n == DS_NORM_GLOBAL, "global");
+    T_CHECK(ds_feature_norm_parse("none", &n) == DS_OK && n == DS_NORM_NONE, "none");
+    T_CHECK(ds_feature_norm_parse("Global", &n) == DS_ERR_ARG, "Global accepted");
+    ds_status_clear_error();
     ds_loader *l = (ds_loader *)fx;
     ds_loader_cfg cfg = base_cfg(fx, 1);
     T_CHECK(ds_loader_start(&cfg, &l) == DS_ERR_ARG && l == NULL, "depth 1 accepted");
-    ds_clear_error();
+    ds_status_clear_error();
     cfg = base_cfg(fx, 2);
     cfg.batch = BATCH - 1;
     T_CHECK(ds_loader_start(&cfg, &l) == DS_ERR_ARG, "buffers smaller than the sampler's batch");
-    ds_clear_error();
+    ds_status_clear_error();
     cfg = base_cfg(fx, 2);
     cfg.rank = 1;
     T_CHECK(ds_loader_start(&cfg, &l) == DS_ERR_ARG, "rank 1 of 1 accepted");
-    ds_clear_error();
+    ds_status_clear_error();
     ds_loader_stop(NULL);
     return 0;
 }

@@ -265,7 +265,7 @@ static size_t real_frames(const double *logits, int tt, int n, int c, const int 
     do {                                                                                   \
         ds_status st_ = (expr);                                                            \
         if (st_ != DS_OK) {                                                                \
-            T_CHECK(0, "%s: %s: %s", c->name, #expr, ds_last_error());                     \
+            T_CHECK(0, "%s: %s: %s", c->name, #expr, ds_status_last_error());                     \
             goto out;                                                                      \
         }                                                                                  \
     } while (0)

@@ -96,7 +96,7 @@ static ds_op_watch *open_watch(report *r, int capacity, double timeout_s)
                                .poll_ms = 2, .poll_error = on_poll, .expire = on_expire, .user = r};
     ds_op_watch *w = NULL;
     ds_status st = ds_op_watch_create(&c, &w);
-    T_CHECK(st == DS_OK, "ds_op_watch_create: %s", ds_last_error());
+    T_CHECK(st == DS_OK, "ds_op_watch_create: %s", ds_status_last_error());
     t0 = now_s();
     return w;
 }
@@ -130,7 +130,7 @@ static void finished_ops_retire(void)
         return;
     passed = recorded;
     for (int k = 0; k < 3; k++)
-        T_CHECK(queue_op(w, "op") == DS_OK, "queue op %d: %s", k, ds_last_error());
+        T_CHECK(queue_op(w, "op") == DS_OK, "queue op %d: %s", k, ds_status_last_error());
     T_CHECK(ds_op_watch_in_flight(w) == 3, "3 in flight, got %d", ds_op_watch_in_flight(w));
     passed = recorded - 4;   /* the first finished, the second is running */
     WAIT_UNTIL(ds_op_watch_in_flight(w) == 2, 2);
@@ -165,7 +165,7 @@ static void stuck_op_fires(void)
     usleep(100 * 1000);
     T_CHECK(fired(&r) == 1, "fires once: %d", fired(&r));
     T_CHECK(ds_op_watch_start(w, "later") != DS_OK, "no operation is queued after it fired");
-    ds_clear_error();
+    ds_status_clear_error();
     ds_op_watch_destroy(w);
 }
 
@@ -228,7 +228,7 @@ static void full_ring_waits(void)
     pthread_t th;
     pthread_create(&th, NULL, finish_later, NULL);
     double s = now_s();
-    T_CHECK(queue_op(w, "c") == DS_OK, "a slot frees: %s", ds_last_error());
+    T_CHECK(queue_op(w, "c") == DS_OK, "a slot frees: %s", ds_status_last_error());
     double took = now_s() - s;
     T_CHECK(took > 0.1 && took < 1.0, "waited %.3f s for the slot", took);
     pthread_join(th, NULL);
@@ -239,10 +239,10 @@ static void full_ring_waits(void)
     s = now_s();
     ds_status st = queue_op(w, "f");
     took = now_s() - s;
-    T_CHECK(st == DS_ERR_MPI && strstr(ds_last_error(), "the oldest: d"),
-            "gives up naming the oldest: %s", ds_last_error());
+    T_CHECK(st == DS_ERR_MPI && strstr(ds_status_last_error(), "the oldest: d"),
+            "gives up naming the oldest: %s", ds_status_last_error());
     T_CHECK(took >= 0.4 && took < 1.5, "after the timeout: %.3f s", took);
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(fired(&r) == 0, "none of them started, so none fired");
     ds_op_watch_destroy(w);
 }

@@ -309,22 +309,22 @@ static void conv_ref_check(const ds_conv_geom *g, int id, int tail)
 static void test_conv(void)
 {
     const ds_conv_geom small[] = {
-        ds_conv_geom_of(2, 2, 6, 5, 3, 3, 3, 1, 1, 1, 1),     /* plain 3x3, same padding */
-        ds_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
-        ds_conv_geom_of(1, 3, 11, 7, 2, 5, 3, 2, 1, 2, 0),    /* tall kernel, padding in h only */
-        ds_conv_geom_of(2, 1, 10, 10, 4, 4, 2, 1, 3, 0, 1),   /* even kernel; last columns unused */
-        ds_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
+        ds_backend_conv_geom_of(2, 2, 6, 5, 3, 3, 3, 1, 1, 1, 1),     /* plain 3x3, same padding */
+        ds_backend_conv_geom_of(2, 2, 9, 8, 3, 3, 3, 2, 2, 1, 1),     /* stride 2 */
+        ds_backend_conv_geom_of(1, 3, 11, 7, 2, 5, 3, 2, 1, 2, 0),    /* tall kernel, padding in h only */
+        ds_backend_conv_geom_of(2, 1, 10, 10, 4, 4, 2, 1, 3, 0, 1),   /* even kernel; last columns unused */
+        ds_backend_conv_geom_of(2, 1, 13, 12, 3, 7, 5, 2, 2, 3, 2),   /* DeepSpeech2-like first layer */
     };
     /* 97 output rows of 90: six chunks of 17 rows (1536 positions), the last short */
-    const ds_conv_geom big = ds_conv_geom_of(2, 2, 97, 90, 3, 3, 3, 1, 1, 1, 1);
+    const ds_conv_geom big = ds_backend_conv_geom_of(2, 2, 97, 90, 3, 3, 3, 1, 1, 1, 1);
     /* stride 2x3, 100 output rows of 83: chunks of 18 rows whose bands
      * start mid-input, in both time phases */
-    const ds_conv_geom big_strided = ds_conv_geom_of(1, 2, 200, 250, 2, 5, 6, 2, 3, 2, 2);
+    const ds_conv_geom big_strided = ds_backend_conv_geom_of(1, 2, 200, 250, 2, 5, 6, 2, 3, 2, 2);
     /* output channels a multiple of 8: the CPU's tile kernels */
     const ds_conv_geom tiled[] = {
-        ds_conv_geom_of(2, 1, 40, 30, 8, 7, 9, 2, 2, 3, 4),    /* first layer */
-        ds_conv_geom_of(2, 3, 30, 25, 16, 5, 7, 1, 2, 2, 3),   /* second layer */
-        ds_conv_geom_of(1, 2, 120, 90, 8, 5, 5, 1, 1, 2, 2),   /* several chunks */
+        ds_backend_conv_geom_of(2, 1, 40, 30, 8, 7, 9, 2, 2, 3, 4),    /* first layer */
+        ds_backend_conv_geom_of(2, 3, 30, 25, 16, 5, 7, 1, 2, 2, 3),   /* second layer */
+        ds_backend_conv_geom_of(1, 2, 120, 90, 8, 5, 5, 1, 1, 2, 2),   /* several chunks */
     };
     const int nsmall = (int)(sizeof small / sizeof small[0]);
     const int ntiled = (int)(sizeof tiled / sizeof tiled[0]);
@@ -415,8 +415,8 @@ static void conv_plan_check(ds_dtype t, double tol)
     const ds_ops *op = be->ops(t);
     const int gpu = strcmp(be->name, "cpu") != 0;
     /* a DeepSpeech2-like second layer, small: 3 utterances of at most 40 frames */
-    const ds_conv_geom plan = ds_conv_geom_of(3, 4, 40, 21, 8, 11, 5, 2, 1, 5, 2);
-    const ds_conv_geom first = ds_conv_geom_of(3, 1, 44, 23, 4, 11, 5, 2, 2, 5, 2);
+    const ds_conv_geom plan = ds_backend_conv_geom_of(3, 4, 40, 21, 8, 11, 5, 2, 1, 5, 2);
+    const ds_conv_geom first = ds_backend_conv_geom_of(3, 1, 44, 23, 4, 11, 5, 2, 2, 5, 2);
     /* the planned shape itself, then shorter batches and utterances (one frame too) */
     const int nh[][2] = {{3, 40}, {1, 40}, {3, 17}, {2, 33}, {1, 1}, {2, 26}, {3, 39}};
     const int nshapes = (int)(sizeof nh / sizeof nh[0]);
@@ -427,11 +427,11 @@ static void conv_plan_check(ds_dtype t, double tol)
     void *work1 = up(t, NULL, op->conv2d_work(ctx, &first, 0));
     const long s1 = conv_searches();
     for (int k = 0; k < nshapes; k++) {
-        const ds_conv_geom g = ds_conv_geom_resized(&plan, nh[k][0], nh[k][1]);
+        const ds_conv_geom g = ds_backend_conv_geom_resized(&plan, nh[k][0], nh[k][1]);
         conv_step_check(t, &g, 1, work, tol, what);
     }
     for (int k = 0; k < nshapes; k++) {
-        const ds_conv_geom g = ds_conv_geom_resized(&first, nh[k][0], nh[k][1] + 4);
+        const ds_conv_geom g = ds_backend_conv_geom_resized(&first, nh[k][0], nh[k][1] + 4);
         conv_step_check(t, &g, 0, work1, tol, what);
     }
     const long s2 = conv_searches();
@@ -443,7 +443,7 @@ static void conv_plan_check(ds_dtype t, double tol)
 
     /* dx on the layer planned without it: refused on the GPU (no search) */
     if (gpu) {
-        const ds_conv_geom g = ds_conv_geom_resized(&first, 2, 30);
+        const ds_conv_geom g = ds_backend_conv_geom_resized(&first, 2, 30);
         void *X = up(t, NULL, conv_nx(&g)), *W = up(t, NULL, conv_nw(&g));
         void *DY = up(t, NULL, conv_ny(&g)), *DX = up(t, NULL, conv_nx(&g));
         void *DW = up(t, NULL, conv_nw(&g)), *DB = up(t, NULL, g.co);

@@ -12,7 +12,7 @@
 #include "testutil.h"
 
 /* T_OK returns from main; in the void checks a failed call is one failed check. */
-#define OK(expr) T_CHECK((expr) == DS_OK, "%s: %s", #expr, ds_last_error())
+#define OK(expr) T_CHECK((expr) == DS_OK, "%s: %s", #expr, ds_status_last_error())
 
 static const ds_backend *be;
 static ds_ctx *ctx;
@@ -35,7 +35,7 @@ static void must(ds_status st, const char *what)
     if (st == DS_OK)
         return;
     t_failures++;
-    fprintf(stderr, "FAIL %s: %s: %s\n", what, ds_status_name(st), ds_last_error());
+    fprintf(stderr, "FAIL %s: %s: %s\n", what, ds_status_name(st), ds_status_last_error());
 }
 
 /* A new backend buffer of n elements of dt holding h (zeros when h is NULL);

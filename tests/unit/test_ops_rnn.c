@@ -164,7 +164,7 @@ static ds_status fix_init(fix *f, ds_cell cell, int dirs, uint64_t seed)
     memset(f, 0, sizeof *f);
     f->cell = cell;
     f->dirs = dirs;
-    const size_t gh = (size_t)ds_cell_gates(cell) * HID;
+    const size_t gh = (size_t)ds_backend_cell_gates(cell) * HID;
     const size_t count[DS_RNN_TENSORS] = {gh * IN, gh * HID, gh, gh};
     memcpy(f->count, count, sizeof count);
     DS_TRY(dev_init(f, &f->d64, DS_F64));
@@ -290,7 +290,7 @@ static void ref_cell(ds_cell cell, const double *px, const double *ph, double *h
 /* Direction dir alone (dir 1 runs from frame len-1 down to 0), added into y. */
 static void ref_direction(const fix *f, int dir, double *y)
 {
-    const int GH = ds_cell_gates(f->cell) * HID, N = f->s.n;
+    const int GH = ds_backend_cell_gates(f->cell) * HID, N = f->s.n;
     const double *w_ih = f->w[dir][DS_RNN_W_IH], *w_hh = f->w[dir][DS_RNN_W_HH];
     const double *b_ih = f->w[dir][DS_RNN_B_IH], *b_hh = f->w[dir][DS_RNN_B_HH];
     double px[4 * HID], ph[4 * HID];
@@ -389,7 +389,7 @@ static double loss_fn(void *arg)
     double *y = malloc(f->ny * sizeof *y), l = 0;
     if (!y || fwd_poisoned(f, &f->d64, 0) != DS_OK || t_get_real(be, ctx, DS_F64, f->ny, f->d64.y, y) != DS_OK) {
         t_failures++;
-        fprintf(stderr, "FAIL: forward in loss: %s\n", ds_last_error());
+        fprintf(stderr, "FAIL: forward in loss: %s\n", ds_status_last_error());
         free(y);
         return NAN;
     }
@@ -587,7 +587,7 @@ static void check_refusals(fix *f)
                         v->reserve, v->work);
     T_CHECK(st == DS_ERR_ARG, "%s x%d: rnn_bwd with t = max_t + 1 gave %s", cname(f), f->dirs,
             ds_status_name(st));
-    ds_clear_error();
+    ds_status_clear_error();
 }
 
 static void check_bad_plans(void)
@@ -611,7 +611,7 @@ static void check_bad_plans(void)
         if (p)
             op->rnn_plan_destroy(ctx, p);
     }
-    ds_clear_error();
+    ds_status_clear_error();
 }
 
 static ds_status run_set(fix *f)

@@ -611,7 +611,7 @@ static void test_parse(void)
         T_CHECK(ds_optim_parse_schedule(bad_sched[i], &k) == DS_ERR_ARG,
                 "--lr-schedule '%s' accepted", bad_sched[i]);
     }
-    ds_clear_error();
+    ds_status_clear_error();
 }
 
 /* deepspeech.pytorch's settings, as optim.h documents them. */

@@ -56,18 +56,18 @@ static int test_mem_limit(void)
     const size_t room = opts.mem_limit - c1.bytes_in_use;
     void *a = NULL, *b = NULL;
     T_OK(be->alloc(ctx, DS_F32, room / 2 / sizeof(float), &a));
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = be->alloc(ctx, DS_F32, room / sizeof(float), &b);
     printf("mem_limit %.1f MiB: %.1f MiB allocated, %.1f MiB more -> %s: %s\n",
            opts.mem_limit / (double)mib, room / 2.0 / mib, room / (double)mib, ds_status_name(st),
-           st == DS_OK ? "" : ds_last_error());
+           st == DS_OK ? "" : ds_status_last_error());
     T_CHECK(st == DS_ERR_MEM, "an allocation past the limit gave %s", ds_status_name(st));
-    T_CHECK(st == DS_OK || strstr(ds_last_error(), "limit"), "the message does not name the limit: %s",
-            ds_last_error());
+    T_CHECK(st == DS_OK || strstr(ds_status_last_error(), "limit"), "the message does not name the limit: %s",
+            ds_status_last_error());
     if (st == DS_OK)
         be->release(ctx, b);
     b = NULL;
-    ds_clear_error();
+    ds_status_clear_error();
     ds_backend_counters c2;
     be->counters(ctx, &c2);
     T_CHECK(c2.bytes_in_use <= opts.mem_limit, "%zu bytes in use past the %zu limit", c2.bytes_in_use,
@@ -199,9 +199,9 @@ static int test_range_timing(rig *r)
                 t[i].start_ms, t[i].end_ms);
 
     T_OK(be->range_timing(r->ctx, 0));
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(be->range_times(r->ctx, t, SLOTS, &n, &lost) != DS_OK, "range_times with timing off succeeded");
-    ds_clear_error();
+    ds_status_clear_error();
     T_OK(rig_step(r));   /* and steps still run with it off */
     return 0;
 }
@@ -341,10 +341,10 @@ static int test_kernel_profile(rig *r)
     T_OK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2));
     T_CHECK(n2 > 0, "a second profile found %d kernels", n2);
     /* stop without start refuses */
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2) != DS_OK,
             "kernel_profile_stop without a start succeeded");
-    ds_clear_error();
+    ds_status_clear_error();
     return 0;
 }
 
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
     rig r;
     ds_status st = rig_open(&r);
     if (st != DS_OK) {
-        T_CHECK(0, "set-up: %s: %s", ds_status_name(st), ds_last_error());
+        T_CHECK(0, "set-up: %s: %s", ds_status_name(st), ds_status_last_error());
         rig_close(&r);
         return t_finish("test_profile_backend");
     }

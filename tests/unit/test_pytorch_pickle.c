@@ -47,13 +47,13 @@ static void writer_roundtrip(void)
     T_CHECK(ds_pt_dict_add(&d, "long", DS_F64, 1, v, &data) == DS_OK, "add");
     T_CHECK(ds_pt_dict_add(&d, "h", DS_F16, 3, big, &data) == DS_OK, "add");
     T_CHECK(ds_pt_dict_add(&d, "h", DS_F16, 3, big, &data) == DS_ERR_ARG, "a key twice refused");
-    ds_clear_error();
+    ds_status_clear_error();
     unsigned char *p = NULL;
     size_t n = 0;
     ds_pt_refs r;
-    T_CHECK(ds_pt_pickle_state_dict(&d, &p, &n) == DS_OK, "pickle: %s", ds_last_error());
+    T_CHECK(ds_pt_pickle_state_dict(&d, &p, &n) == DS_OK, "pickle: %s", ds_status_last_error());
     T_CHECK(n > 2 && p[0] == 0x80 && p[1] == 2 && p[n - 1] == '.', "protocol 2, ends with STOP");
-    T_CHECK(ds_pt_unpickle_state_dict("ours", p, n, &r) == DS_OK, "read back: %s", ds_last_error());
+    T_CHECK(ds_pt_unpickle_state_dict("ours", p, n, &r) == DS_OK, "read back: %s", ds_status_last_error());
     T_CHECK(r.n == d.n && !r.wrapped, "%d tensors back of %d", r.n, d.n);
     for (int i = 0; i < r.n && i < d.n; i++) {
         char key[16];
@@ -78,8 +78,8 @@ static void torch_state_dict(const char *name, const unsigned char *p, size_t n)
 {
     ds_pt_refs r;
     if (ds_pt_unpickle_state_dict(name, p, n, &r) != DS_OK) {
-        T_CHECK(0, "%s: %s", name, ds_last_error());
-        ds_clear_error();
+        T_CHECK(0, "%s: %s", name, ds_status_last_error());
+        ds_status_clear_error();
         return;
     }
     static const char *const keys[] = {"lin.weight", "bn.weight", "bn.bias", "bn.running_mean",
@@ -106,8 +106,8 @@ static void torch_lightning(const char *name, const unsigned char *p, size_t n)
 {
     ds_pt_refs r;
     if (ds_pt_unpickle_state_dict(name, p, n, &r) != DS_OK) {
-        T_CHECK(0, "%s: %s", name, ds_last_error());
-        ds_clear_error();
+        T_CHECK(0, "%s: %s", name, ds_status_last_error());
+        ds_status_clear_error();
         return;
     }
     T_CHECK(r.wrapped && r.n == 8 && find_ref(&r, "view") && !find_ref(&r, "exp_avg"),
@@ -121,15 +121,15 @@ static void prefixes(const char *name, const unsigned char *p, size_t n)
     int read = 0, silent = 0;
     for (size_t k = 0; k < n; k++) {
         ds_pt_refs r;
-        ds_clear_error();
+        ds_status_clear_error();
         if (ds_pt_unpickle_state_dict(name, p, k, &r) == DS_OK) {
             read++;
             ds_pt_refs_free(&r);
-        } else if (!strstr(ds_last_error(), name)) {
+        } else if (!strstr(ds_status_last_error(), name)) {
             silent++;
         }
     }
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(read == 0 && silent == 0, "%s: %zu prefixes: %d read, %d refused without naming it",
             name, n, read, silent);
 }
@@ -147,15 +147,15 @@ static void mutations(const char *name, const unsigned char *p, size_t n, int co
             m[(s >> 33) % n] = (unsigned char)(s >> 13);
         }
         ds_pt_refs r;
-        ds_clear_error();
+        ds_status_clear_error();
         if (ds_pt_unpickle_state_dict(name, m, n, &r) == DS_OK) {
             read++;
             ds_pt_refs_free(&r);
-        } else if (!strstr(ds_last_error(), name)) {
+        } else if (!strstr(ds_status_last_error(), name)) {
             silent++;
         }
     }
-    ds_clear_error();
+    ds_status_clear_error();
     printf("%s: %d mutations, %d still read\n", name, count, read);
     T_CHECK(m && silent == 0, "%s: %d refused without naming it", name, silent);
     free(m);
@@ -182,11 +182,11 @@ static void deep_keys(void)
     }
     p[n++] = '.';
     ds_pt_refs r;
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_pt_unpickle_state_dict("deep", p, n, &r) == DS_ERR_ARG &&
-                strstr(ds_last_error(), "without tensors"),
-            "deeply nested keys: %s", ds_last_error());
-    ds_clear_error();
+                strstr(ds_status_last_error(), "without tensors"),
+            "deeply nested keys: %s", ds_status_last_error());
+    ds_status_clear_error();
     free(p);
 }
 

@@ -200,11 +200,11 @@ static int check_args(void)
     int f[2] = {5, 6};
     ds_sampler *s = (ds_sampler *)&u;
     T_CHECK(ds_sampler_create(u, f, 2, 0, 1, 0, &s) == DS_ERR_ARG && s == NULL, "batch 0 accepted");
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_sampler_create(u, f, 2, 1, 0, 0, &s) == DS_ERR_ARG, "ranks 0 accepted");
-    ds_clear_error();
+    ds_status_clear_error();
     T_CHECK(ds_sampler_create(u, f, -1, 1, 1, 0, &s) == DS_ERR_ARG, "n < 0 accepted");
-    ds_clear_error();
+    ds_status_clear_error();
     T_OK(ds_sampler_create(NULL, NULL, 0, 4, 2, 0, &s));
     T_CHECK(ds_sampler_batches(s) == 0, "empty sampler has batches");
     ds_sampler_destroy(s);

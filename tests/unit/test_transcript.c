@@ -17,7 +17,7 @@ static void expect_norm(const char *in, const char *want, long dropped)
     int skip = -1;
     snprintf(buf, sizeof buf, "%s", in);
     ds_status s = ds_transcript_normalize(buf, DS_UNKNOWN_DROP_CHAR, "t", &st, &skip);
-    T_CHECK(s == DS_OK && skip == 0, "'%s': %s", in, ds_last_error());
+    T_CHECK(s == DS_OK && skip == 0, "'%s': %s", in, ds_status_last_error());
     T_CHECK(strcmp(buf, want) == 0, "'%s' -> '%s', want '%s'", in, buf, want);
     T_CHECK(st.dropped_chars == dropped && st.skipped_utterances == 0,
             "'%s': dropped %ld, want %ld", in, st.dropped_chars, dropped);
@@ -74,22 +74,22 @@ static void test_policies(void)
                     DS_OK && skip == 0 && st.skipped_utterances == 1, "clean text skipped");
 
     snprintf(buf, sizeof buf, "%s", text);
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status s = ds_transcript_normalize(buf, DS_UNKNOWN_ERROR, "train.csv:17", NULL, &skip);
-    const char *msg = ds_last_error();
+    const char *msg = ds_status_last_error();
     T_CHECK(s == DS_ERR_ARG && strstr(msg, "train.csv:17") && strstr(msg, "'5'"),
             "error names source and character: %s", msg);
     snprintf(buf, sizeof buf, "caf\xC3\xA9");
-    ds_clear_error();
+    ds_status_clear_error();
     s = ds_transcript_normalize(buf, DS_UNKNOWN_ERROR, NULL, NULL, &skip);
-    msg = ds_last_error();
+    msg = ds_status_last_error();
     T_CHECK(s == DS_ERR_ARG && strstr(msg, "\xC3\xA9") && strstr(msg, "U+00E9"),
             "error shows the UTF-8 character: %s", msg);
     snprintf(buf, sizeof buf, "tab\x01");
-    ds_clear_error();
+    ds_status_clear_error();
     s = ds_transcript_normalize(buf, DS_UNKNOWN_ERROR, "x", NULL, &skip);
-    T_CHECK(s == DS_ERR_ARG && strstr(ds_last_error(), "\\x01"), "control byte: %s",
-            ds_last_error());
+    T_CHECK(s == DS_ERR_ARG && strstr(ds_status_last_error(), "\\x01"), "control byte: %s",
+            ds_status_last_error());
     snprintf(buf, sizeof buf, "Clean text");
     T_CHECK(ds_transcript_normalize(buf, DS_UNKNOWN_ERROR, "x", NULL, &skip) == DS_OK &&
                 skip == 0 && strcmp(buf, "CLEAN TEXT") == 0, "error policy on clean text");
@@ -104,9 +104,9 @@ static void test_parse(void)
                     strcmp(ds_transcript_policy_name(p), names[i]) == 0, "parse %s", names[i]);
     }
     ds_transcript_policy p;
-    ds_clear_error();
-    T_CHECK(ds_transcript_policy_parse("drop", &p) == DS_ERR_ARG && strstr(ds_last_error(), "drop"),
-            "bad policy: %s", ds_last_error());
+    ds_status_clear_error();
+    T_CHECK(ds_transcript_policy_parse("drop", &p) == DS_ERR_ARG && strstr(ds_status_last_error(), "drop"),
+            "bad policy: %s", ds_status_last_error());
 }
 
 /* Merged statistics and the report's lines. */

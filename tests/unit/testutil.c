@@ -12,7 +12,7 @@ void t_must(ds_status s, const char *what)
 {
     if (s == DS_OK)
         return;
-    fprintf(stderr, "FATAL %s: %s: %s\n", what, ds_status_name(s), ds_last_error());
+    fprintf(stderr, "FATAL %s: %s: %s\n", what, ds_status_name(s), ds_status_last_error());
     exit(1);
 }
 

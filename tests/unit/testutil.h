@@ -30,7 +30,7 @@ extern int t_failures, t_passes;
         ds_status t_s_ = (expr);                                                    \
         if (t_s_ != DS_OK) {                                                        \
             fprintf(stderr, "FAIL %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #expr, \
-                    ds_status_name(t_s_), ds_last_error());                         \
+                    ds_status_name(t_s_), ds_status_last_error());                         \
             t_failures++;                                                           \
             return t_finish(__FILE__);                                              \
         }                                                                           \

@@ -1,4 +1,4 @@
-/* h5lock.h - HDF5 from more than one thread: the loader's readers, the
+/* h5_lock.h - HDF5 from more than one thread: the loader's readers, the
  * background checkpoint writer and the main thread's validation reads.
  *
  * A thread-safe HDF5 build (Debian's is) serialises its own API calls, and
@@ -6,8 +6,8 @@
  * entered by two threads at once: every HDF5 use off the start-up path
  * takes ds_h5_lock, a process-wide mutex. DSTRAIN_H5_SERIALIZE=1 takes the
  * lock whatever the build (to test that path). */
-#ifndef DS_H5LOCK_H
-#define DS_H5LOCK_H
+#ifndef DS_H5_LOCK_H
+#define DS_H5_LOCK_H
 
 /* 1: the HDF5 library is thread-safe and no lock is taken; 0: serialised. */
 int ds_h5_threadsafe(void);

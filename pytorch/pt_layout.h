@@ -1,4 +1,4 @@
-/* ds_layout.h - dstrain's tensors under deepspeech.pytorch's names and
+/* pt_layout.h - dstrain's tensors under deepspeech.pytorch's names and
  * shapes (SeanNaren/deepspeech.pytorch, deepspeech_pytorch/model.py,
  * class DeepSpeech), in its state_dict order:
  *
@@ -26,8 +26,8 @@
  * weights use PyTorch's gate order, Lookahead + Hardtanh(0, 20) computes
  * y[t][h] = sum_k w[h][k] x[t+k][h] with zeros past the end, as dstrain's
  * lookahead op. */
-#ifndef DS_LAYOUT_H
-#define DS_LAYOUT_H
+#ifndef DS_PT_LAYOUT_H
+#define DS_PT_LAYOUT_H
 
 #include <stddef.h>
 #include <stdint.h>

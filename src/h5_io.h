@@ -1,8 +1,8 @@
-/* h5io.h - checked HDF5 helpers: whole datasets in and out by path, with
+/* h5_io.h - checked HDF5 helpers: whole datasets in and out by path, with
  * errors that name the file and the dataset. Paths may contain groups
  * ("params/conv.0.weight"); missing groups are created on write. */
-#ifndef DS_H5IO_H
-#define DS_H5IO_H
+#ifndef DS_H5_IO_H
+#define DS_H5_IO_H
 
 #include <stdint.h>
 
@@ -17,8 +17,8 @@
  * the last failure) into buf [cap]; "HDF5 gave no reason" when empty. */
 const char *ds_h5_reason(char *buf, size_t cap);
 ds_status ds_h5_create(const char *path, hid_t *out);              /* truncates */
-/* A new HDF5 file at a temporary name beside path (fileutil.h's
- * ds_tmp_name: tmp [cap] gets it), created exclusively (H5F_ACC_EXCL: never
+/* A new HDF5 file at a temporary name beside path (file.h's
+ * ds_file_tmp_name: tmp [cap] gets it), created exclusively (H5F_ACC_EXCL: never
  * through a file or link planted at the name); ds_file_commit moves it over
  * path once complete. what names the output in errors. */
 ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t cap, hid_t *out);

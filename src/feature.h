@@ -1,9 +1,9 @@
-/* input_spec.h - how a model's inputs are made: the feature extraction
+/* feature.h - how a model's inputs are made: the feature extraction
  * (type, rate, window) and the normalisation applied when batches are
  * formed. Feature files and checkpoints record both, so they are part of the
  * core; the extraction itself lives in data/featurizer.c. */
-#ifndef DS_INPUT_SPEC_H
-#define DS_INPUT_SPEC_H
+#ifndef DS_FEATURE_H
+#define DS_FEATURE_H
 
 #include "status.h"
 
@@ -47,7 +47,7 @@ typedef enum { DS_NORM_UTTERANCE, DS_NORM_GLOBAL, DS_NORM_NONE } ds_norm;
  * torch's Tensor.std(); where torch would divide by 0 or NaN (one value, or
  * all equal) only the mean is subtracted. global: per feature with /stats of
  * the file (a zero std only centres). none: raw features. */
-ds_status ds_norm_parse(const char *s, ds_norm *out);   /* utterance|global|none */
-const char *ds_norm_name(ds_norm n);
+ds_status ds_feature_norm_parse(const char *s, ds_norm *out);   /* utterance|global|none */
+const char *ds_feature_norm_name(ds_norm n);
 
 #endif

@@ -1,5 +1,5 @@
-/* h5lock.c - HDF5 from more than one thread: one lock; see h5lock.h. */
-#include "h5lock.h"
+/* h5_lock.c - HDF5 from more than one thread: one lock; see h5_lock.h. */
+#include "h5_lock.h"
 
 #include <hdf5.h>
 #include <pthread.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "testutil.h"
 
 /* One case as read from the file, host side. */
@@ -140,7 +140,7 @@ static int check_case(const char *grp, const ctc_case *k, ds_dtype dt, double to
         return 1;
     }
     ds_status st = run_ours(dt, k, loss, grad);
-    T_CHECK(st == DS_OK, "%s %s: ctc_loss: %s", grp, ds_dtype_name(dt), ds_last_error());
+    T_CHECK(st == DS_OK, "%s %s: ctc_loss: %s", grp, ds_dtype_name(dt), ds_status_last_error());
     if (st == DS_OK) {
         int bad_inf;
         double lr = loss_rel_err(loss, k->loss, k->n, &bad_inf);
@@ -184,7 +184,7 @@ int main(int argc, char **argv)
         ds_status st = g < 0 ? DS_FAIL(DS_ERR_IO, "%s: no such group", grp) : read_case(g, &k);
         if (g >= 0)
             H5Gclose(g);
-        T_CHECK(st == DS_OK, "%s: %s", grp, ds_last_error());
+        T_CHECK(st == DS_OK, "%s: %s", grp, ds_status_last_error());
         if (st == DS_OK) {
             check_case(grp, &k, DS_F64, 1e-9, &e64);
             check_case(grp, &k, DS_F32, 1e-4, &e32);

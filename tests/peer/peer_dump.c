@@ -23,7 +23,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "convert.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "model.h"
 #include "rng.h"
 #include "synthetic.h"
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
         return 2;
     ds_status st = run(&o);
     if (st != DS_OK) {
-        fprintf(stderr, "peer_dump: %s: %s\n", ds_status_name(st), ds_last_error());
+        fprintf(stderr, "peer_dump: %s: %s\n", ds_status_name(st), ds_status_last_error());
         return 1;
     }
     return 0;

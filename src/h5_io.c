@@ -1,8 +1,8 @@
-/* h5io.c - checked HDF5 helpers: whole datasets in and out by path; see
- * h5io.h.
+/* h5_io.c - checked HDF5 helpers: whole datasets in and out by path; see
+ * h5_io.h.
  * HDF5's own error stack printing is turned off; every
- * failure is reported through ds_fail with the file and object names. */
-#include "h5io.h"
+ * failure is reported through ds_status_fail with the file and object names. */
+#include "h5_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 #include "convert.h"
 #include "fault_seam.h"
-#include "fileutil.h"
+#include "file.h"
 
 static hid_t mem_type(ds_dtype t)
 {
@@ -130,14 +130,14 @@ ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t
     char why[1024];
     struct stat sb;
     for (int k = 0; k < 16; k++) {
-        DS_TRY(ds_tmp_name(path, what, tmp, cap));
+        DS_TRY(ds_file_tmp_name(path, what, tmp, cap));
         errno = 0;
         *out = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
         if (*out >= 0)
             return DS_OK;
         const int err = errno;
         ds_h5_reason(why, sizeof why);
-        /* taken since ds_tmp_name looked: another name; otherwise the file,
+        /* taken since ds_file_tmp_name looked: another name; otherwise the file,
          * if there, is the one this call created: removed */
         if (err == EEXIST || strstr(why, "File exists"))
             continue;
@@ -240,7 +240,7 @@ static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
 {
     char tmp[4200];
     int fd;
-    DS_TRY(ds_tmp_create(path, "HDF5 file", tmp, sizeof tmp, &fd));
+    DS_TRY(ds_file_tmp_create(path, "HDF5 file", tmp, sizeof tmp, &fd));
     ds_status st = DS_OK;
     for (size_t done = 0; st == DS_OK && done < n;) {
         if (kill_after && done >= kill_after) {

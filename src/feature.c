@@ -1,6 +1,6 @@
-/* input_spec.c - how a model's inputs are made: features and normalisation;
- * see input_spec.h. */
-#include "input_spec.h"
+/* feature.c - how a model's inputs are made: features and normalisation;
+ * see feature.h. */
+#include "feature.h"
 
 #include <math.h>
 #include <string.h>
@@ -83,12 +83,12 @@ long ds_feature_frames(const ds_feature_cfg *c, long n_samples)
     return 1 + (n_samples + 2 * (long)(n_fft / 2) - n_fft) / hop;
 }
 
-const char *ds_norm_name(ds_norm n)
+const char *ds_feature_norm_name(ds_norm n)
 {
     return n == DS_NORM_UTTERANCE ? "utterance" : n == DS_NORM_GLOBAL ? "global" : "none";
 }
 
-ds_status ds_norm_parse(const char *s, ds_norm *out)
+ds_status ds_feature_norm_parse(const char *s, ds_norm *out)
 {
     if (s && strcmp(s, "utterance") == 0)
         *out = DS_NORM_UTTERANCE;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "convert.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "half.h"
 #include "testutil.h"
 
@@ -66,11 +66,11 @@ static void convert_scalar(const conversion *c, void *dst, const void *src, size
         const float *f = src;
         const double *d = src;
         if (c->out == DS_F32)
-            ((float *)dst)[i] = c->in == DS_F16 ? ds_f32_from_f16(h[i]) : ds_f32_from_bf16(h[i]);
+            ((float *)dst)[i] = c->in == DS_F16 ? ds_half_f32_from_f16(h[i]) : ds_half_f32_from_bf16(h[i]);
         else if (c->out == DS_F16)
-            ((uint16_t *)dst)[i] = c->in == DS_F32 ? ds_f16_from_f32(f[i]) : ds_f16_from_f64(d[i]);
+            ((uint16_t *)dst)[i] = c->in == DS_F32 ? ds_half_f16_from_f32(f[i]) : ds_half_f16_from_f64(d[i]);
         else
-            ((uint16_t *)dst)[i] = c->in == DS_F32 ? ds_bf16_from_f32(f[i]) : ds_bf16_from_f64(d[i]);
+            ((uint16_t *)dst)[i] = c->in == DS_F32 ? ds_half_bf16_from_f32(f[i]) : ds_half_bf16_from_f64(d[i]);
     }
 }
 
@@ -163,8 +163,8 @@ int main(int argc, char **argv)
     T_OK(ds_h5_open(argv[1], 0, &f));
     for (size_t i = 0; i < sizeof CONVERSIONS / sizeof CONVERSIONS[0]; i++) {
         ds_status st = check_group(f, &CONVERSIONS[i]);
-        T_CHECK(st == DS_OK, "%s: %s", CONVERSIONS[i].name, ds_last_error());
-        ds_clear_error();
+        T_CHECK(st == DS_OK, "%s: %s", CONVERSIONS[i].name, ds_status_last_error());
+        ds_status_clear_error();
     }
     ds_h5_close(f);
     return t_finish("half_numpy_check");

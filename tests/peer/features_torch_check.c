@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "featurizer.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "testutil.h"
 
 #define TOL 1e-4
@@ -123,11 +123,11 @@ static void check_type(hid_t f, const char *grp, const feat_case *c, int k, doub
     long frames = ds_feature_frames(&cfg, c->n);
     int dim = ds_feature_dim(&cfg);
     double *ref = NULL, *ours = malloc(((size_t)frames * dim + 1) * sizeof *ours);
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = ours ? read_ref(f, grp, ref_names[k], frames, dim, &ref) : DS_ERR_MEM;
     if (st == DS_OK)
         st = run_ours(c, &cfg, ours);
-    T_CHECK(st == DS_OK, "%s %s: %s", c->name, ref_names[k], ds_last_error());
+    T_CHECK(st == DS_OK, "%s %s: %s", c->name, ref_names[k], ds_status_last_error());
     if (st == DS_OK) {
         double err = t_max_abs_diff(ours, ref, (size_t)frames * dim);
         for (size_t i = 0; i < (size_t)frames * dim; i++)   /* NaN compares false above */
@@ -143,9 +143,9 @@ static void check_case(hid_t f, const char *grp, double *worst)
 {
     feat_case c;
     memset(&c, 0, sizeof c);
-    ds_clear_error();
+    ds_status_clear_error();
     ds_status st = read_case(f, grp, &c);
-    T_CHECK(st == DS_OK, "%s: %s", grp, ds_last_error());
+    T_CHECK(st == DS_OK, "%s: %s", grp, ds_status_last_error());
     if (st == DS_OK) {
         T_CHECK(ds_feature_n_fft(&c.cfg) == c.n_fft && ds_feature_hop(&c.cfg) == c.hop,
                 "%s: n_fft %d hop %d, Python has %d and %d", c.name, ds_feature_n_fft(&c.cfg),

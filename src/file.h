@@ -1,7 +1,7 @@
-/* fileutil.h - durable file replacement (nothing half-written survives a
+/* file.h - durable file replacement (nothing half-written survives a
  * crash), and whole-file reads. */
-#ifndef DS_FILEUTIL_H
-#define DS_FILEUTIL_H
+#ifndef DS_FILE_H
+#define DS_FILE_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -16,15 +16,15 @@ ds_status ds_file_commit(const char *tmp, const char *path);
 /* Temporary files are named "PATH.XXXXXX.tmp" (six random letters and
  * digits) beside their destination, and created new: never a file or a
  * link someone planted at the name (shared scratch and checkpoint folders).
- * ds_tmp_name picks a name free when chosen (for a library that creates the
- * file itself, exclusively); ds_tmp_create creates it (O_CREAT | O_EXCL |
+ * ds_file_tmp_name picks a name free when chosen (for a library that creates the
+ * file itself, exclusively); ds_file_tmp_create creates it (O_CREAT | O_EXCL |
  * O_NOFOLLOW) and gives its descriptor. what names the output in errors. */
 #define DS_TMP_SUFFIX_LEN 11   /* ".XXXXXX.tmp" */
-ds_status ds_tmp_name(const char *path, const char *what, char *tmp, size_t cap);
-ds_status ds_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd);
-/* Whether name ends as a temporary file of ds_tmp_name does: base, then the
+ds_status ds_file_tmp_name(const char *path, const char *what, char *tmp, size_t cap);
+ds_status ds_file_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd);
+/* Whether name ends as a temporary file of ds_file_tmp_name does: base, then the
  * random part and ".tmp". */
-int ds_tmp_is_of(const char *name, const char *base);
+int ds_file_tmp_is_of(const char *name, const char *base);
 
 /* Opens path to write a stream (a log) that is not replaced whole: created
  * or truncated (append 0) or appended to, but never through a symbolic link
@@ -36,11 +36,11 @@ ds_status ds_file_open_stream(const char *path, int append, const char *what, FI
  * inputs (device and inode, whatever the names): cmd names the command,
  * out_what and in_what[k] the roles. NULL inputs and outputs that do not
  * exist yet are skipped. */
-ds_status ds_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
+ds_status ds_file_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
                                       const char *const *in_what, const char *const *in, int n);
 
 /* A text output written whole or not at all: *f opens a temporary file
- * tmp [cap] beside path (ds_tmp_create) for writing; ds_file_close_commit
+ * tmp [cap] beside path (ds_file_tmp_create) for writing; ds_file_close_commit
  * closes it, checking every write, and commits it over path;
  * ds_file_abandon closes and removes it. what names the output in errors. */
 ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t cap, FILE **f);
@@ -50,7 +50,7 @@ void ds_file_abandon(FILE *f, const char *tmp);
 /* dir exists (created if missing), is a directory and takes a file (one is
  * written and removed): checked before work that will write there starts.
  * what names the directory's role in errors. */
-ds_status ds_dir_ready(const char *dir, const char *what);
+ds_status ds_file_dir_ready(const char *dir, const char *what);
 
 /* The whole of the text file path, NUL-terminated, into *text (free it);
  * what names it in errors; larger than max bytes is an error. */

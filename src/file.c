@@ -1,5 +1,5 @@
-/* fileutil.c - durable file replacement and whole-file reads; see fileutil.h. */
-#include "fileutil.h"
+/* file.c - durable file replacement and whole-file reads; see file.h. */
+#include "file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -68,7 +68,7 @@ static ds_status random_tmp(const char *path, const char *what, char *tmp, size_
 
 enum { TMP_TRIES = 64 };
 
-ds_status ds_tmp_name(const char *path, const char *what, char *tmp, size_t cap)
+ds_status ds_file_tmp_name(const char *path, const char *what, char *tmp, size_t cap)
 {
     struct stat sb;
     for (int k = 0; k < TMP_TRIES; k++) {
@@ -80,7 +80,7 @@ ds_status ds_tmp_name(const char *path, const char *what, char *tmp, size_t cap)
                    TMP_TRIES);
 }
 
-/* The exclusive creation of ds_tmp_create: the descriptor, or -1 with errno
+/* The exclusive creation of ds_file_tmp_create: the descriptor, or -1 with errno
  * set (a failure to name is reported as EINVAL after the error is set). */
 static int create_excl(const char *path, const char *what, char *tmp, size_t cap)
 {
@@ -97,7 +97,7 @@ static int create_excl(const char *path, const char *what, char *tmp, size_t cap
     return -1;
 }
 
-ds_status ds_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd)
+ds_status ds_file_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd)
 {
     *fd = create_excl(path, what, tmp, cap);
     if (*fd >= 0)
@@ -108,7 +108,7 @@ ds_status ds_tmp_create(const char *path, const char *what, char *tmp, size_t ca
     return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", tmp, what, strerror(errno));
 }
 
-int ds_tmp_is_of(const char *name, const char *base)
+int ds_file_tmp_is_of(const char *name, const char *base)
 {
     const size_t n = strlen(name), b = strlen(base);
     if (n != b + DS_TMP_SUFFIX_LEN || strncmp(name, base, b) != 0 || name[b] != '.' ||
@@ -147,7 +147,7 @@ ds_status ds_file_open_stream(const char *path, int append, const char *what, FI
     return DS_OK;
 }
 
-ds_status ds_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
+ds_status ds_file_refuse_output_over_input(const char *cmd, const char *out_what, const char *out,
                                       const char *const *in_what, const char *const *in, int n)
 {
     struct stat so, si;
@@ -164,7 +164,7 @@ ds_status ds_file_open_tmp(const char *path, const char *what, char *tmp, size_t
 {
     int fd;
     *f = NULL;
-    DS_TRY(ds_tmp_create(path, what, tmp, cap, &fd));
+    DS_TRY(ds_file_tmp_create(path, what, tmp, cap, &fd));
     *f = fdopen(fd, "w");
     if (*f)
         return DS_OK;
@@ -214,7 +214,7 @@ static int make_dirs(const char *dir)
     return mkdir(part, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-ds_status ds_dir_ready(const char *dir, const char *what)
+ds_status ds_file_dir_ready(const char *dir, const char *what)
 {
     struct stat sb;
     if (make_dirs(dir) != 0)

@@ -1,11 +1,11 @@
-/* h5seal.h - a checksum over an HDF5 object's attributes. Fletcher32 covers
+/* h5_seal.h - a checksum over an HDF5 object's attributes. Fletcher32 covers
  * datasets only; the attributes that say what a file holds (a checkpoint's
  * step, resume position, generator state and run options; a feature file's
  * sample rate and windows) get a CRC-32 of their own (zlib), stored beside
  * them as one more attribute, so a flipped byte there is found instead of
  * read as another value. */
-#ifndef DS_H5SEAL_H
-#define DS_H5SEAL_H
+#ifndef DS_H5_SEAL_H
+#define DS_H5_SEAL_H
 
 #include <hdf5.h>
 

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "convert.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "model.h"
 #include "rng.h"
 #include "synthetic.h"
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
         return 2;
     ds_status st = run(&o);
     if (st != DS_OK) {
-        fprintf(stderr, "pt_logits_dump: %s: %s\n", ds_status_name(st), ds_last_error());
+        fprintf(stderr, "pt_logits_dump: %s: %s\n", ds_status_name(st), ds_status_last_error());
         return 1;
     }
     return 0;

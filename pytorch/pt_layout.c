@@ -1,5 +1,5 @@
-/* ds_layout.c - dstrain <-> deepspeech.pytorch names and shapes (ds_layout.h). */
-#include "ds_layout.h"
+/* pt_layout.c - dstrain <-> deepspeech.pytorch names and shapes (pt_layout.h). */
+#include "pt_layout.h"
 
 #include <stdarg.h>
 #include <stdio.h>

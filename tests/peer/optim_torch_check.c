@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "h5io.h"
+#include "h5_io.h"
 #include "optim.h"
 #include "testutil.h"
 
@@ -176,7 +176,7 @@ static void check_case(const optim_case *c, ds_dtype dt, double tol, errs *e)
     } else {
         int changed = 0;
         ds_status st = run_ours(dt, c, params, norms, clips, &changed);
-        T_CHECK(st == DS_OK, "%s %s: %s", c->name, ds_dtype_name(dt), ds_last_error());
+        T_CHECK(st == DS_OK, "%s %s: %s", c->name, ds_dtype_name(dt), ds_status_last_error());
         T_CHECK(changed == 0, "%s %s: the update changed the gradient buffer in %d steps",
                 c->name, ds_dtype_name(dt), changed);
         if (st == DS_OK)
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
         ds_status st = g < 0 ? DS_FAIL(DS_ERR_IO, "%s: no such group", grp) : read_case(g, &c);
         if (g >= 0)
             H5Gclose(g);
-        T_CHECK(st == DS_OK, "%s: %s", grp, ds_last_error());
+        T_CHECK(st == DS_OK, "%s: %s", grp, ds_status_last_error());
         if (st == DS_OK) {
             check_case(&c, DS_F64, 1e-12, &e64);
             check_case(&c, DS_F32, 1e-5, &e32);

@@ -1,6 +1,6 @@
-/* cli_flags.c - a command's option table as getopt_long's array, --help
+/* flags.c - a command's option table as getopt_long's array, --help
  * text and Markdown reference, and the errors for a wrong command line
- * (cli_flags.h). */
+ * (flags.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_flags.h"
+#include "flags.h"
 
 #define WIDTH 80        /* --help lines */
 #define TEXT_COL 24     /* where an option's help text starts */

@@ -1,5 +1,5 @@
-/* h5seal.c - a checksum over an HDF5 object's attributes; see h5seal.h. */
-#include "h5seal.h"
+/* h5_seal.c - a checksum over an HDF5 object's attributes; see h5_seal.h. */
+#include "h5_seal.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include <zlib.h>
 
-#include "h5io.h"
+#include "h5_io.h"
 
 /* An attribute larger than this is damage, not something we wrote (the
  * largest of ours, a model config, is under 64 KiB). */

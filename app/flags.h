@@ -1,4 +1,4 @@
-/* cli_flags.h - the options of a subcommand, described once in a table.
+/* flags.h - the options of a subcommand, described once in a table.
  *
  * From a command's table come getopt_long's struct option array, the
  * command's --help text, its part of the configuration reference (docs/cli.md)
@@ -56,8 +56,8 @@
  * -n20, as nccl-tests' -b -e -f -n -w -d); ds_flags_num, _int and _choice
  * check the current option's argument and name the option as it was typed;
  * ds_flags_quiet silences every message (the ranks but 0 of an MPI job). */
-#ifndef DS_CLI_FLAGS_H
-#define DS_CLI_FLAGS_H
+#ifndef DS_FLAGS_H
+#define DS_FLAGS_H
 
 #include <getopt.h>
 #include <stdio.h>

@@ -20,7 +20,7 @@
 
 static int fail(void)
 {
-    printf("error: %s\n", ds_last_error());
+    printf("error: %s\n", ds_status_last_error());
     return 1;
 }
 
