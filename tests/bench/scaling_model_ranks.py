@@ -4,9 +4,15 @@
   scaling_model_ranks.py --dstrain BUILD/dstrain --allreduce BUILD/bench/bench_allreduce
                          [--mpiexec mpiexec]
 
-1. The link: bench_allreduce (dstrain's reducer) on 2 ranks over shared
-   memory at 8 B and 2 MiB; at N = 2 the ring cost is S/B + 2 * latency,
-   so latency = t(8 B) / 2 and B = 2 MiB / (t(2 MiB) - t(8 B)).
+1. The link: bench_allreduce --op mpi (one MPI_Allreduce, what the
+   reducer's transport calls) on 2 ranks over shared memory at 8 B and
+   2 MiB; at N = 2 the ring cost is S/B + 2 * latency, so latency =
+   t(8 B) / 2 and B = 2 MiB / (t(2 MiB) - t(8 B)); each t the fastest of
+   up to 5 runs, measured again until t(2 MiB) > t(8 B). Not --op reducer:
+   through the reducer's communication thread an 8 B sum measured 9 us to
+   4.6 ms run to run here (2 ranks x 2 threads busy-polling 2 cores), a
+   scheduling cost of this box, not the link's, and in CI once slower than
+   2 MiB (a negative bandwidth).
 2. `dstrain bench --model tiny --batch 8 --profile layers` on 1 rank and
    under `mpiexec -np 2` (same per-rank batch), OPENBLAS_NUM_THREADS=1.
 3. scaling-model on the 1-rank JSON with --network custom (that link).
@@ -61,15 +67,24 @@ def main():
     env.update(OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
     mpi = [a.mpiexec, "-np", "2", "--bind-to", "none"]
-    out = sh(mpi + [a.allreduce, "-b", "8", "-e", "2M", "-f", "262144", "-n", "20", "-w", "3",
-                    "--op", "reducer"], env)
+    # Each size's fastest of up to 5 runs: on 2 shared cores a run's mean can
+    # be dominated by waiting for a core. A link is physical only when 2 MiB
+    # takes longer than 8 B: measure until it does.
     times = {}
-    for line in out.splitlines():
-        f = line.split()
-        if line.startswith("#") or len(f) < 6 or not f[0].isdigit():
-            continue
-        times[int(f[0])] = float(f[4])              # us
+    for attempt in range(1, 6):
+        out = sh(mpi + [a.allreduce, "-b", "8", "-e", "2M", "-f", "262144", "-n", "20", "-w", "3",
+                        "--op", "mpi"], env)
+        for line in out.splitlines():
+            f = line.split()
+            if line.startswith("#") or len(f) < 6 or not f[0].isdigit():
+                continue
+            size, us = int(f[0]), float(f[4])
+            times[size] = min(us, times.get(size, us))
+        if 8 in times and 2097152 in times and times[2097152] > times[8]:
+            break
+        print("link measurement %d: %s (2 MiB not slower than 8 B: contended); again" % (attempt, times))
     ck(8 in times and 2097152 in times, "bench_allreduce: rows for 8 B and 2 MiB (%s)" % times)
+    ck(times[2097152] > times[8], "a physical link: 2 MiB slower than 8 B in 5 runs (%s)" % times)
     lat = times[8] / 2.0
     bw = 2097152 / ((times[2097152] - times[8]) * 1e-6) / 1e9
     print("link: latency %.2f us, %.2f GB/s (from %.2f us at 8 B, %.2f us at 2 MiB)"
