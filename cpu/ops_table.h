@@ -22,10 +22,15 @@
     .bn_bwd_eval = P##_bn_bwd_eval,                         \
     .hardtanh_fwd = P##_hardtanh_fwd,                       \
     .hardtanh_bwd = P##_hardtanh_bwd,                       \
+    .dropout_fwd = P##_dropout_fwd,                         \
+    .dropout_bwd = P##_dropout_bwd,                         \
+    .add = P##_add,                                         \
     .linear_fwd = P##_linear_fwd,                           \
     .linear_bwd = P##_linear_bwd,                           \
     .conv_to_seq = P##_conv_to_seq,                         \
     .conv_to_seq_bwd = P##_conv_to_seq_bwd,                 \
+    .context_fwd = P##_context_fwd,                         \
+    .context_bwd = P##_context_bwd,                         \
     .lookahead_fwd = P##_lookahead_fwd,                     \
     .lookahead_bwd = P##_lookahead_bwd,                     \
     .rnn_plan = P##_rnn_plan,                               \

@@ -1,7 +1,8 @@
-/* elementwise.cu - padding mask and Hardtanh (twin of cpu/elementwise.inc).
- * Arithmetic in ds_math_t<T> (float for the 16-bit types), one rounding per
- * element written. */
-#include "ops_cuda.h"
+/* elementwise.cu - padding mask, Hardtanh (clipped ReLU), dropout and the
+ * residual sum (twin of cpu/elementwise.inc). Arithmetic in ds_math_t<T>
+ * (float for the 16-bit types), one rounding per element written. */
+#include "ops_cuda.h"   /* first: it declares the core's C headers extern "C" */
+#include "dropout_mask.h"
 
 /* Real positions of utterance i: len[i] * p_per_t clamped to [0, p]. */
 static __device__ long mask_real_p(const ds_view &v, const int *len, int i)
@@ -103,12 +104,90 @@ ds_status cuda_hardtanh_bwd(ds_ctx *ctx, size_t n, double lo, double hi, const v
     return DS_OK;
 }
 
+/* Dropout: one thread per Philox block of 4 elements (dropout_mask.h, the
+ * CPU's draws bit for bit). gain = 1 / (1 - p) in the math type, as the CPU
+ * holds it. fwd: y = kept ? x * gain : 0 (y may alias x); bwd: dx += kept ?
+ * dy * gain : 0. */
+template <typename T, bool BWD>
+static __global__ void dropout_kernel(size_t n, ds_dropout_key key, uint32_t thr,
+                                      ds_math_t<T> gain, const T *in, T *out)
+{
+    const size_t blocks = (n + 3) / 4;
+    for (size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
+         b += (size_t)gridDim.x * blockDim.x) {
+        uint32_t d[4];
+        ds_dropout_draws(&key, b, d);
+        for (size_t e = 4 * b; e < n && e < 4 * b + 4; e++) {
+            const bool kept = d[e - 4 * b] >= thr;
+            if (BWD) {
+                if (kept)
+                    out[e] = ds_round<T>(ds_wide(out[e]) + ds_wide(in[e]) * gain);
+            } else {
+                out[e] = ds_round<T>(kept ? ds_wide(in[e]) * gain : (ds_math_t<T>)0);
+            }
+        }
+    }
+}
+
+template <typename T, bool BWD>
+static ds_status dropout_launch(ds_ctx *ctx, size_t n, double p, const ds_dropout_key *key,
+                                const void *in, void *out)
+{
+    if (!(p >= 0 && p < 1))
+        return DS_FAIL(DS_ERR_ARG, "dropout: probability %g outside [0, 1)", p);
+    if (n == 0)
+        return DS_OK;
+    const size_t blocks = (n + 3) / 4;
+    dropout_kernel<T, BWD><<<ds_cuda_grid(ctx, blocks), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        n, *key, ds_dropout_threshold(p), (ds_math_t<T>)(1.0 / (1.0 - p)), (const T *)in, (T *)out);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* x, y [n] (assigns; y may alias x). */
+template <typename T>
+ds_status cuda_dropout_fwd(ds_ctx *ctx, size_t n, double p, const ds_dropout_key *key,
+                           const void *x, void *y)
+{
+    return dropout_launch<T, false>(ctx, n, p, key, x, y);
+}
+
+/* dy [n]; dx [n] accumulates. */
+template <typename T>
+ds_status cuda_dropout_bwd(ds_ctx *ctx, size_t n, double p, const ds_dropout_key *key,
+                           const void *dy, void *dx)
+{
+    return dropout_launch<T, true>(ctx, n, p, key, dy, dx);
+}
+
+template <typename T> static __global__ void add_kernel(size_t n, const T *x, T *y)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x)
+        y[e] = ds_round<T>(ds_wide(y[e]) + ds_wide(x[e]));
+}
+
+/* x [n]; y [n] += x. */
+template <typename T> ds_status cuda_add(ds_ctx *ctx, size_t n, const void *x, void *y)
+{
+    if (n == 0)
+        return DS_OK;
+    add_kernel<T><<<ds_cuda_grid(ctx, n), DS_CUDA_BLOCK, 0, ctx->stream>>>(n, (const T *)x, (T *)y);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
 #define ELEMENTWISE_INSTANTIATE(T)                                                            \
     template ds_status cuda_mask<T>(ds_ctx *, const ds_view *, const int *, void *);          \
     template ds_status cuda_hardtanh_fwd<T>(ds_ctx *, size_t, double, double, const void *,    \
                                             void *);                                          \
     template ds_status cuda_hardtanh_bwd<T>(ds_ctx *, size_t, double, double, const void *,    \
-                                            const void *, void *);
+                                            const void *, void *);                            \
+    template ds_status cuda_dropout_fwd<T>(ds_ctx *, size_t, double, const ds_dropout_key *,   \
+                                           const void *, void *);                             \
+    template ds_status cuda_dropout_bwd<T>(ds_ctx *, size_t, double, const ds_dropout_key *,   \
+                                           const void *, void *);                             \
+    template ds_status cuda_add<T>(ds_ctx *, size_t, const void *, void *);
 
 ELEMENTWISE_INSTANTIATE(float)
 ELEMENTWISE_INSTANTIATE(double)

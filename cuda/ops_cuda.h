@@ -27,6 +27,13 @@ ds_status cuda_hardtanh_fwd(ds_ctx *, size_t n, double lo, double hi, const void
 template <typename T>
 ds_status cuda_hardtanh_bwd(ds_ctx *, size_t n, double lo, double hi, const void *y,
                             const void *dy, void *dx);
+template <typename T>
+ds_status cuda_dropout_fwd(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
+                           const void *x, void *y);
+template <typename T>
+ds_status cuda_dropout_bwd(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
+                           const void *dy, void *dx);
+template <typename T> ds_status cuda_add(ds_ctx *, size_t n, const void *x, void *y);
 
 /* batchnorm.cu (our kernels: padding neither counts nor receives output) */
 template <typename T>
@@ -67,6 +74,12 @@ template <typename T>
 ds_status cuda_conv_to_seq(ds_ctx *, int n, int c, int t, int f, const void *x, void *y);
 template <typename T>
 ds_status cuda_conv_to_seq_bwd(ds_ctx *, int n, int c, int t, int f, const void *dy, void *dx);
+template <typename T>
+ds_status cuda_context_fwd(ds_ctx *, int n, int t, int f, int c, const int *len, const void *x,
+                           void *y);
+template <typename T>
+ds_status cuda_context_bwd(ds_ctx *, int n, int t, int f, int c, const int *len, const void *dy,
+                           void *dx);
 
 /* lookahead.cu */
 template <typename T> size_t cuda_lookahead_work(int n, int h);

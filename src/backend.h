@@ -66,6 +66,15 @@ ds_conv_geom ds_backend_conv_geom_of(int n, int ci, int hi, int wi, int co, int 
  * layer planned at its largest, and the reverse). */
 ds_conv_geom ds_backend_conv_geom_resized(const ds_conv_geom *g, int n, int hi);
 
+/* What a dropout mask is drawn for (dropout_mask.h): the same key, the same
+ * mask, on every backend. */
+typedef struct {
+    unsigned long long seed;   /* the run's seed: the generator's key */
+    unsigned int step;         /* the optimizer step the forward pass belongs to */
+    unsigned int layer;        /* the dropout site in the model */
+    unsigned int part;         /* which share of the batch (the rank): ranks draw apart */
+} ds_dropout_key;
+
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;
 
 int ds_backend_cell_gates(ds_cell cell);   /* LSTM 4, GRU 3, plain RNN 1 */
@@ -204,6 +213,18 @@ typedef struct ds_ops {
     ds_status (*hardtanh_bwd)(ds_ctx *, size_t n, double lo, double hi, const void *y,
                               const void *dy, void *dx);
 
+    /* Dropout: element e of [n] is kept when its draw for key (dropout_mask.h)
+     * clears p, in [0, 1). y = kept ? x / (1 - p) : 0 (assigns; y may alias x). */
+    ds_status (*dropout_fwd)(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
+                             const void *x, void *y);
+    /* dx += kept ? dy / (1 - p) : 0, kept as dropout_fwd drew it with this key.
+     * dy, dx [n]. */
+    ds_status (*dropout_bwd)(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
+                             const void *dy, void *dx);
+    /* y += x over [n]: a residual connection's sum forward, and its gradient
+     * passed back. */
+    ds_status (*add)(ds_ctx *, size_t n, const void *x, void *y);
+
     /* ---- dense ---- */
     /* y = x w^T + b (assigns). x [m][k], w [o][k], b [o] or NULL, y [m][o]. */
     ds_status (*linear_fwd)(ds_ctx *, int m, int k, int o, const void *x, const void *w,
@@ -218,6 +239,17 @@ typedef struct ds_ops {
     /* dx [n][c][t][f] += rearranged dy [t][n][c*f]. */
     ds_status (*conv_to_seq_bwd)(ds_ctx *, int n, int c, int t, int f, const void *dy,
                                  void *dx);
+
+    /* Context windows over real frames: y[s][i][j*f + k] = x[i][s + j - c][k]
+     * for j in [0, 2c], 0 where s + j - c is outside [0, len[i]) and in every
+     * frame s >= len[i] (assigns). x [n][t][f] (a batch's features), y
+     * [t][n][(2c+1)*f], len [n]. */
+    ds_status (*context_fwd)(ds_ctx *, int n, int t, int f, int c, const int *len,
+                             const void *x, void *y);
+    /* dx [n][t][f] += each window's gradient, dy [t][n][(2c+1)*f], summed back
+     * onto the real frames it copied. */
+    ds_status (*context_bwd)(ds_ctx *, int n, int t, int f, int c, const int *len,
+                             const void *dy, void *dx);
 
     /* ---- lookahead (depthwise future-context conv, no bias) ---- */
     /* y[s][i][j] = sum_k w[j][k] * x[s+k][i][j], x taken as 0 for s+k >= t (assigns).

@@ -1,6 +1,8 @@
-/* ops_dense.c - parity cases of hardtanh, mask, linear and conv_to_seq
- * (grouped as tests/unit/test_ops_dense.c groups them; hardtanh and mask
- * are the elementwise family, cpu/elementwise.inc and cuda/elementwise.cu). */
+/* ops_dense.c - parity cases of hardtanh, mask, dropout, add, linear,
+ * conv_to_seq and context (grouped as tests/unit/test_ops_dense.c groups
+ * them; hardtanh, mask, dropout and add are the elementwise family,
+ * cpu/elementwise.inc and cuda/elementwise.cu; conv_to_seq and context the
+ * layout family). */
 #include <stdio.h>
 
 #include "parity.h"
@@ -110,6 +112,82 @@ static void mask_all(void)
                            "seq t60 n8 c96"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         mask_case(names[i], &cases[i]);
+}
+
+/* ---- dropout and the residual sum ---- */
+
+typedef struct {
+    size_t n;
+    double p;
+    ds_dropout_key key;
+} drop_arg;
+
+/* buf: x [n], y [n]. */
+static ds_status call_drop_fwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const drop_arg *a = arg;
+    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[1]);
+}
+
+/* buf: x [n], dropped in place (y aliases x). */
+static ds_status call_drop_fwd_inplace(const p_side *s, void *const *buf, const void *arg)
+{
+    const drop_arg *a = arg;
+    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[0]);
+}
+
+/* buf: dy [n], dx [n]. */
+static ds_status call_drop_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const drop_arg *a = arg;
+    return s->ops->dropout_bwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[1]);
+}
+
+/* buf: x [n], y [n]. */
+static ds_status call_add(const p_side *s, void *const *buf, const void *arg)
+{
+    const drop_arg *a = arg;
+    return s->ops->add(s->ctx, a->n, buf[0], buf[1]);
+}
+
+/* Both sides draw the mask from the key: a single element kept on one side
+ * and dropped on the other is an error of order one, far past any tolerance. */
+static void dropout_case(const char *name, const drop_arg *a)
+{
+    double *x = p_rand(P_COMPUTE, a->n, -2, 2), *dy = p_rand(P_COMPUTE, a->n, -1, 1);
+    double *dx0 = p_rand(P_COMPUTE, a->n, -1, 1);
+    char variant[64];
+
+    p_case f = {"dropout_fwd", name, .call = call_drop_fwd, .arg = a};
+    p_add(&f, "x", P_COMPUTE, P_IN, a->n, x);
+    p_add(&f, "y", P_COMPUTE, P_OUT, a->n, NULL);
+    p_run(&f);
+
+    snprintf(variant, sizeof variant, "%s in place", name);
+    p_case ip = {"dropout_fwd", variant, .call = call_drop_fwd_inplace, .arg = a};
+    p_add(&ip, "x=y", P_COMPUTE, P_ACC, a->n, x);
+    p_run(&ip);
+
+    p_case b = {"dropout_bwd", name, .call = call_drop_bwd, .arg = a};
+    p_add(&b, "dy", P_COMPUTE, P_IN, a->n, dy);
+    p_add(&b, "dx", P_COMPUTE, P_ACC, a->n, dx0);
+    p_run(&b);
+
+    p_case s = {"add", name, .call = call_add, .arg = a};
+    p_add(&s, "x", P_COMPUTE, P_IN, a->n, x);
+    p_add(&s, "y", P_COMPUTE, P_ACC, a->n, dx0);
+    p_run(&s);
+    p_scratch_reset();
+}
+
+static void dropout_all(void)
+{
+    /* sizes not a multiple of 4 (a Philox block's last elements), a large
+     * step and layer, Jasper's 0.2 and DS1's 0.05 */
+    static const drop_arg small = {1001, 0.2, {20240611u, 7, 3, 1}};
+    static const drop_arg big = {100003, 0.05, {0xfedcba9876543210ull, 123456789u, 40, 63}};
+    dropout_case("n1001 p0.2", &small);
+    dropout_case("n100003 p0.05", &big);
 }
 
 /* ---- linear ---- */
@@ -225,10 +303,61 @@ static void conv_to_seq_all(void)
     conv_to_seq_case("n4 c16 t50 f41", &big);
 }
 
+
+/* ---- context windows ---- */
+
+typedef struct {
+    int n, t, f, c;
+    const int *len;    /* [n] */
+} ctx_arg;
+
+/* buf: len [n], x [n][t][f], y [t][n][(2c+1)*f]. */
+static ds_status call_ctx_fwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const ctx_arg *a = arg;
+    return s->ops->context_fwd(s->ctx, a->n, a->t, a->f, a->c, buf[0], buf[1], buf[2]);
+}
+
+/* buf: len [n], dy [t][n][(2c+1)*f], dx [n][t][f]. */
+static ds_status call_ctx_bwd(const p_side *s, void *const *buf, const void *arg)
+{
+    const ctx_arg *a = arg;
+    return s->ops->context_bwd(s->ctx, a->n, a->t, a->f, a->c, buf[0], buf[1], buf[2]);
+}
+
+static void context_case(const char *name, const ctx_arg *a)
+{
+    const size_t nx = (size_t)a->n * a->t * a->f, ny = nx * (size_t)(2 * a->c + 1);
+    p_case f = {"context_fwd", name, .call = call_ctx_fwd, .arg = a};
+    p_add_ints(&f, "len", a->n, a->len);
+    p_add(&f, "x", P_COMPUTE, P_IN, nx, p_rand(P_COMPUTE, nx, -1, 1));
+    p_add(&f, "y", P_COMPUTE, P_OUT, ny, NULL);
+    p_run(&f);
+
+    p_case b = {"context_bwd", name, .call = call_ctx_bwd, .arg = a};
+    p_add_ints(&b, "len", a->n, a->len);
+    p_add(&b, "dy", P_COMPUTE, P_IN, ny, p_rand(P_COMPUTE, ny, -1, 1));
+    p_add(&b, "dx", P_COMPUTE, P_ACC, nx, p_rand(P_COMPUTE, nx, -1, 1));
+    p_run(&b);
+    p_scratch_reset();
+}
+
+static void context_all(void)
+{
+    /* ragged lengths, one empty utterance and one of a frame; DS1's input:
+     * 26 MFCC with 9 frames each side */
+    static const int small_len[] = {7, 3, 0, 1}, ds1_len[] = {120, 75, 1, 119};
+    static const ctx_arg small = {4, 7, 3, 2, small_len}, ds1 = {4, 120, 26, 9, ds1_len};
+    context_case("n4 t7 f3 c2", &small);
+    context_case("ds1 n4 t120 f26 c9", &ds1);
+}
+
 void p_dense_cases(void)
 {
     hardtanh_all();
     linear_all();
     conv_to_seq_all();
-    mask_all();        /* last: the cases before it draw what they drew before */
+    mask_all();        /* after: the cases before them draw what they drew before */
+    dropout_all();
+    context_all();
 }

@@ -143,7 +143,7 @@ void p_run(const p_case *c);
 
 /* ---- the op families ---- */
 void p_conv_bn_cases(void);      /* conv2d, BatchNorm, lookahead */
-void p_dense_cases(void);        /* hardtanh, mask, linear, conv_to_seq */
+void p_dense_cases(void);        /* hardtanh, mask, dropout, add, linear, conv_to_seq, context */
 void p_rnn_cases(void);          /* rnn_plan, rnn_fwd, rnn_bwd */
 void p_ctc_cases(void);          /* ctc_loss, argmax, loss_total */
 void p_optim_cases(void);        /* sumsq, sgd_step, adamw_step */

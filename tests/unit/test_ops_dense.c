@@ -1,7 +1,9 @@
-/* test_ops_dense.c - linear, Hardtanh, the conv-to-sequence layout and the
- * padding mask of a backend: backward against central finite differences in
- * FP64 (relative error < 1e-6), forward against direct loops, FP32 against
- * FP64. Every tensor goes through backend memory (from_host / to_host).
+/* test_ops_dense.c - linear, Hardtanh (clipped ReLU and ReLU), dropout, the
+ * residual sum, the conv-to-sequence layout, context windows and the padding
+ * mask of a backend: backward against central finite differences in FP64
+ * (relative error < 1e-6), forward against direct loops, FP32 against FP64;
+ * dropout's generator against Philox4x32-10's published answers. Every
+ * tensor goes through backend memory (from_host / to_host).
  *
  * usage: test_ops_dense [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "dropout_mask.h"
 #include "testutil.h"
 
 /* T_OK returns from main; in the void checks a failed call is one failed check. */
@@ -223,6 +226,232 @@ static void check_hardtanh(ds_rng *rng)
     printf("hardtanh: fd rel err dx %.2e\n", e);
 }
 
+/* ReLU is Hardtanh with no upper bound (Jasper, Wav2Letter+): nothing large
+ * is clamped, and the gradient passes wherever y > 0. */
+static void check_relu(ds_rng *rng)
+{
+    double x[HN], y[HN], dy[HN], dx[HN] = {0};
+    t_fill_uniform(rng, x, HN, -1e6, 1e6);
+    t_fill_uniform(rng, dy, HN, -1, 1);
+    void *X = up(DS_F64, x, HN), *Y = up(DS_F64, NULL, HN), *DY = up(DS_F64, dy, HN);
+    void *DX = up(DS_F64, dx, HN);
+    OK(op64->hardtanh_fwd(ctx, HN, 0, INFINITY, X, Y));
+    OK(op64->hardtanh_bwd(ctx, HN, 0, INFINITY, Y, DY, DX));
+    down(DS_F64, Y, y, HN);
+    down(DS_F64, DX, dx, HN);
+    drop(X), drop(Y), drop(DY), drop(DX);
+    int wrong = 0;
+    for (int i = 0; i < HN; i++)
+        wrong += y[i] != (x[i] > 0 ? x[i] : 0) || dx[i] != (x[i] > 0 ? dy[i] : 0);
+    T_CHECK(wrong == 0, "ReLU (hardtanh to +inf): %d elements wrong", wrong);
+}
+
+/* ---- dropout ---- */
+
+/* Random123's known answers for Philox4x32-10 (counter, key -> output). */
+static void check_philox(void)
+{
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
+         0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+         0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}};
+    for (int i = 0; i < 3; i++) {
+        uint32_t out[4];
+        ds_dropout_philox(kat[i], kat[i] + 4, out);
+        T_CHECK(memcmp(out, kat[i] + 6, sizeof out) == 0,
+                "Philox4x32-10 known answer %d: %08x %08x %08x %08x", i, out[0], out[1], out[2],
+                out[3]);
+    }
+}
+
+enum { DN = 1003 };   /* not a multiple of 4: the last Philox block is partial */
+static double dpx[DN], dpr[DN];
+static const double DP = 0.3;
+static const ds_dropout_key DKEY = {20240611u, 17, 5, 2};
+
+static ds_status dropout_fwd(ds_dtype dt, const ds_dropout_key *key, double p, const double *x,
+                             double *y)
+{
+    void *X = up(dt, x, DN), *Y = up(dt, NULL, DN);
+    ds_status st = be->ops(dt)->dropout_fwd(ctx, DN, p, key, X, Y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, dt, DN, Y, y);
+    drop(X), drop(Y);
+    return st;
+}
+
+static double dropout_loss(void *arg)
+{
+    (void)arg;
+    double y[DN];
+    if (dropout_fwd(DS_F64, &DKEY, DP, dpx, y) != DS_OK)
+        return NAN;
+    return dot(y, dpr, DN);
+}
+
+/* Elements where the masks of y and z (forward outputs of x, never 0) differ. */
+static int masks_differ(const double *y, const double *z)
+{
+    int d = 0;
+    for (int i = 0; i < DN; i++)
+        d += (y[i] == 0) != (z[i] == 0);
+    return d;
+}
+
+static void check_dropout(ds_rng *rng)
+{
+    t_fill_uniform(rng, dpx, DN, 1, 2);   /* never 0: a zero output is a drop */
+    t_fill_uniform(rng, dpr, DN, -1, 1);
+    double y[DN], z[DN], dx[DN], fd[DN];
+    /* forward: exactly the generator's mask, kept elements scaled by 1/(1-p) */
+    OK(dropout_fwd(DS_F64, &DKEY, DP, dpx, y));
+    const uint32_t thr = ds_dropout_threshold(DP);
+    int wrong = 0, kept = 0;
+    for (int i = 0; i < DN; i++) {
+        const int k = ds_dropout_keeps(&DKEY, thr, (uint64_t)i);
+        kept += k;
+        wrong += y[i] != (k ? dpx[i] * (1.0 / (1.0 - DP)) : 0);
+    }
+    T_CHECK(wrong == 0, "dropout forward: %d elements differ from the generator's mask", wrong);
+    /* kept ~ Binomial(1003, 0.7): mean 702, sd 14.5; 5 sd either side */
+    T_CHECK(kept > 629 && kept < 775, "dropout kept %d of %d at p %.1f", kept, DN, DP);
+
+    /* the same key draws the same mask (a resume); any other field, another */
+    OK(dropout_fwd(DS_F64, &DKEY, DP, dpx, z));
+    T_CHECK(memcmp(y, z, sizeof y) == 0, "dropout: the same key gave another output");
+    const ds_dropout_key other[4] = {{DKEY.seed + 1, DKEY.step, DKEY.layer, DKEY.part},
+                                     {DKEY.seed, DKEY.step + 1, DKEY.layer, DKEY.part},
+                                     {DKEY.seed, DKEY.step, DKEY.layer + 1, DKEY.part},
+                                     {DKEY.seed, DKEY.step, DKEY.layer, DKEY.part + 1}};
+    for (int k = 0; k < 4; k++) {
+        OK(dropout_fwd(DS_F64, &other[k], DP, dpx, z));
+        /* independent masks differ in 2p(1-p) = 42% of elements */
+        const int d = masks_differ(y, z);
+        T_CHECK(d > 300, "dropout: key field %d changed, only %d of %d elements redrawn", k, d, DN);
+    }
+
+    /* backward: finite differences, accumulating onto what dx held */
+    for (int i = 0; i < DN; i++)
+        dx[i] = 0.5;
+    void *DY = up(DS_F64, dpr, DN), *DX = up(DS_F64, dx, DN);
+    OK(op64->dropout_bwd(ctx, DN, DP, &DKEY, DY, DX));
+    down(DS_F64, DX, dx, DN);
+    drop(DY), drop(DX);
+    for (int i = 0; i < DN; i++)
+        dx[i] -= 0.5;
+    t_fd_grad(dropout_loss, NULL, dpx, DN, 1e-6, fd);
+    double e = t_rel_err(dx, fd, DN);
+    T_CHECK(e < 1e-6, "dropout dx: %.3g", e);
+
+    /* in place; p = 0 is the identity; float32 drops the same elements */
+    void *IP = up(DS_F64, dpx, DN);
+    OK(op64->dropout_fwd(ctx, DN, DP, &DKEY, IP, IP));
+    down(DS_F64, IP, z, DN);
+    drop(IP);
+    T_CHECK(memcmp(y, z, sizeof y) == 0, "dropout in place differs");
+    OK(dropout_fwd(DS_F64, &DKEY, 0, dpx, z));
+    T_CHECK(memcmp(dpx, z, sizeof z) == 0, "dropout with p 0 changed its input");
+    OK(dropout_fwd(DS_F32, &DKEY, DP, dpx, z));
+    T_CHECK(masks_differ(y, z) == 0, "dropout: float32 and float64 drop different elements");
+    double e32 = t_rel_err(z, y, DN);
+    T_CHECK(e32 < 1e-6, "dropout fp32 vs fp64: %.3g", e32);
+
+    /* a probability outside [0, 1) is refused */
+    void *X = up(DS_F64, dpx, DN);
+    T_CHECK(op64->dropout_fwd(ctx, DN, 1.0, &DKEY, X, X) == DS_ERR_ARG &&
+            op64->dropout_bwd(ctx, DN, -0.1, &DKEY, X, X) == DS_ERR_ARG,
+            "dropout accepted p 1 or -0.1");
+    ds_status_clear_error();
+    drop(X);
+    printf("dropout: kept %d of %d at p %.1f; fd rel err dx %.2e; fp32 rel err %.2e\n", kept,
+           DN, DP, e, e32);
+}
+
+/* ---- residual sum: y += x, its own gradient ---- */
+
+static void check_add(ds_rng *rng)
+{
+    double x[DN], y0[DN], y[DN];
+    t_fill_uniform(rng, x, DN, -1, 1);
+    t_fill_uniform(rng, y0, DN, -1, 1);
+    void *X = up(DS_F64, x, DN), *Y = up(DS_F64, y0, DN);
+    OK(op64->add(ctx, DN, X, Y));
+    down(DS_F64, Y, y, DN);
+    drop(X), drop(Y);
+    int wrong = 0;
+    for (int i = 0; i < DN; i++)
+        wrong += y[i] != y0[i] + x[i];
+    T_CHECK(wrong == 0, "add: %d elements are not y + x", wrong);
+}
+
+/* ---- context windows: [n][t][f] -> [t][n][(2c+1)*f] over real frames ---- */
+
+enum { CN = 3, CT = 6, CF = 2, CC = 2, CW = (2 * CC + 1) * CF, CX = CN * CT * CF, CY = CT * CN * CW };
+static const int clen[CN] = {6, 3, 0};
+static double cx[CX], cr[CY];
+
+static ds_status context_fwd(const double *x, double *y)
+{
+    void *X = up(DS_F64, x, CX), *Y = up(DS_F64, NULL, CY), *L = NULL;
+    must(t_new_int(be, ctx, CN, clen, &L), "lengths");
+    ds_status st = op64->context_fwd(ctx, CN, CT, CF, CC, L, X, Y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, CY, Y, y);
+    drop(X), drop(Y), drop(L);
+    return st;
+}
+
+static double context_loss(void *arg)
+{
+    (void)arg;
+    double y[CY];
+    if (context_fwd(cx, y) != DS_OK)
+        return NAN;
+    return dot(y, cr, CY);
+}
+
+static void check_context(ds_rng *rng)
+{
+    t_fill_uniform(rng, cx, CX, 1, 2);
+    t_fill_uniform(rng, cr, CY, -1, 1);
+    double y[CY], dx[CX], fd[CX];
+    for (int i = 0; i < CY; i++)
+        y[i] = NAN;   /* every element must be assigned */
+    OK(context_fwd(cx, y));
+    int wrong = 0;
+    for (int s = 0; s < CT; s++)
+        for (int i = 0; i < CN; i++)
+            for (int j = 0; j <= 2 * CC; j++)
+                for (int k = 0; k < CF; k++) {
+                    const int u = s + j - CC;
+                    const double want = s < clen[i] && u >= 0 && u < clen[i] ? cx[(i * CT + u) * CF + k] : 0;
+                    wrong += y[(s * CN + i) * CW + j * CF + k] != want;
+                }
+    T_CHECK(wrong == 0, "context_fwd: %d elements wrong", wrong);
+    for (int i = 0; i < CX; i++)
+        dx[i] = 0.25;
+    void *DY = up(DS_F64, cr, CY), *DX = up(DS_F64, dx, CX), *L = NULL;
+    must(t_new_int(be, ctx, CN, clen, &L), "lengths");
+    OK(op64->context_bwd(ctx, CN, CT, CF, CC, L, DY, DX));
+    down(DS_F64, DX, dx, CX);
+    drop(DY), drop(DX), drop(L);
+    for (int i = 0; i < CX; i++)
+        dx[i] -= 0.25;
+    t_fd_grad(context_loss, NULL, cx, CX, 1e-6, fd);
+    double e = t_rel_err(dx, fd, CX);
+    T_CHECK(e < 1e-6, "context_bwd: %.3g", e);
+    /* padding frames of x get no gradient: nothing real copied them */
+    int leaked = 0;
+    for (int i = 0; i < CN; i++)
+        for (int u = clen[i]; u < CT; u++)
+            for (int k = 0; k < CF; k++)
+                leaked += dx[(i * CT + u) * CF + k] != 0;
+    T_CHECK(leaked == 0, "context_bwd: %d padding elements got a gradient", leaked);
+    printf("context: fd rel err dx %.2e\n", e);
+}
+
 /* ---- layout: [n][c][t][f] -> [t][n][c*f] ---- */
 
 enum { YN = 2, YC = 3, YT = 4, YF = 5, YE = YN * YC * YT * YF };
@@ -325,6 +554,12 @@ int main(int argc, char **argv)
     check_hardtanh(&rng);
     check_layout(&rng);
     check_mask(&rng);
+    /* after the checks before them, which draw what they drew before */
+    check_relu(&rng);
+    check_philox();
+    check_dropout(&rng);
+    check_add(&rng);
+    check_context(&rng);
     be->ctx_destroy(ctx);
     return t_finish(__FILE__);
 }

@@ -1,0 +1,70 @@
+/* dropout_mask.h - which elements dropout keeps, from a counter-based
+ * generator (Philox4x32-10, Salmon et al. 2011) keyed by the run's seed and
+ * counted by (step, layer, part, position): any element's draw is computed
+ * on its own, in any order, by any thread, on the CPU or the GPU alike, so
+ * both backends drop the same elements and a resumed run draws what the
+ * uninterrupted one drew. One definition for the CPU ops and the CUDA
+ * kernels. */
+#ifndef DS_DROPOUT_MASK_H
+#define DS_DROPOUT_MASK_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+#ifndef DS_HOST_DEVICE
+#ifdef __CUDACC__
+#define DS_HOST_DEVICE __host__ __device__
+#else
+#define DS_HOST_DEVICE
+#endif
+#endif
+
+/* One Philox4x32-10 block: out [4] from counter ctr [4] and key k [2]. */
+static inline DS_HOST_DEVICE void ds_dropout_philox(const uint32_t ctr[4], const uint32_t k[2],
+                                                   uint32_t out[4])
+{
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = k[0], k1 = k[1];
+    for (int r = 0; r < 10; r++) {
+        const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+        const uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;   /* the Weyl sequence bumps the key between rounds */
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+/* The threshold a draw is compared with: floor(p * 2^24), p in [0, 1). */
+static inline DS_HOST_DEVICE uint32_t ds_dropout_threshold(double p)
+{
+    return (uint32_t)(p * 16777216.0);
+}
+
+/* The four draws of block b (elements 4b .. 4b+3), 24 bits each: element e
+ * is dropped when draws[e % 4] < threshold, a probability of threshold/2^24
+ * (p within 2^-24). Blocks count to 2^32: tensors up to 2^34 elements. */
+static inline DS_HOST_DEVICE void ds_dropout_draws(const ds_dropout_key *key, uint64_t b,
+                                                   uint32_t draws[4])
+{
+    const uint32_t ctr[4] = {(uint32_t)b, key->layer, key->step, key->part};
+    const uint32_t k[2] = {(uint32_t)key->seed, (uint32_t)(key->seed >> 32)};
+    ds_dropout_philox(ctr, k, draws);
+    for (int j = 0; j < 4; j++)
+        draws[j] >>= 8;
+}
+
+/* Whether element e is kept. */
+static inline DS_HOST_DEVICE int ds_dropout_keeps(const ds_dropout_key *key, uint32_t threshold,
+                                                  uint64_t e)
+{
+    uint32_t d[4];
+    ds_dropout_draws(key, e / 4, d);
+    return d[e % 4] >= threshold;
+}
+
+#endif
