@@ -88,10 +88,10 @@
 #define CONV_WS_SHARE 8
 
 /* The geometry in a failure message. */
-#define CONV_SHAPE_FMT "n=%d ci=%d hi=%d wi=%d co=%d k=%dx%d stride=%dx%d pad=%dx%d (%s)"
+#define CONV_SHAPE_FMT "n=%d ci=%d hi=%d wi=%d co=%d k=%dx%d stride=%dx%d pad=%dx%d dilation=%d (%s)"
 #define CONV_SHAPE_ARGS(g, dt)                                                                \
     (g)->n, (g)->ci, (g)->hi, (g)->wi, (g)->co, (g)->kh, (g)->kw, (g)->sh, (g)->sw, (g)->ph,  \
-        (g)->pw, conv_dt_name(dt)
+        (g)->pw, (g)->dh, conv_dt_name(dt)
 
 /* The short name of a data type in messages. */
 static const char *conv_dt_name(cudnnDataType_t dt)
@@ -126,7 +126,7 @@ struct conv_entry {
     cudnnTensorDescriptor_t yd;      /* y, dy [n][co][ho][wo] */
     cudnnTensorDescriptor_t bd;      /* b [1][co][1][1] */
     cudnnFilterDescriptor_t wd;      /* w, dw [co][ci][kh][kw] */
-    cudnnConvolutionDescriptor_t cd; /* pad, stride, dilation 1, cross-correlation */
+    cudnnConvolutionDescriptor_t cd; /* pad, stride, dilation (dh, 1), cross-correlation */
     size_t ws_bytes;                 /* the covering plan's workspace W: all of work */
     int want_dx;                     /* the covering plan chose backward data */
     conv_algos algo;                 /* the plan's, or a fallback where it did not fit */
@@ -163,8 +163,8 @@ static int conv_key_eq(const conv_entry *e, cudnnDataType_t dt, const ds_conv_ge
 
 static unsigned conv_hash(cudnnDataType_t dt, const ds_conv_geom *g)
 {
-    const int f[] = {(int)dt, g->n,  g->ci, g->hi, g->wi, g->co, g->kh,
-                     g->kw,   g->sh, g->sw, g->ph, g->pw, g->ho, g->wo};
+    const int f[] = {(int)dt, g->n,  g->ci, g->hi, g->wi, g->co, g->kh, g->kw,
+                     g->sh,   g->sw, g->ph, g->pw, g->ho, g->wo, g->dh};
     unsigned h = 2166136261u;   /* FNV-1a over the fields */
     for (int v : f)
         for (int k = 0; k < 4; k++)
@@ -244,7 +244,7 @@ static ds_status conv_describe(conv_entry *e, cudnnDataType_t dt, cudnnDataType_
     DS_CUDNN(cudnnSetTensor4dDescriptor(e->yd, CUDNN_TENSOR_NCHW, dt, g->n, g->co, g->ho, g->wo));
     DS_CUDNN(cudnnSetTensor4dDescriptor(e->bd, CUDNN_TENSOR_NCHW, dt, 1, g->co, 1, 1));
     DS_CUDNN(cudnnSetFilter4dDescriptor(e->wd, dt, CUDNN_TENSOR_NCHW, g->co, g->ci, g->kh, g->kw));
-    DS_CUDNN(cudnnSetConvolution2dDescriptor(e->cd, g->ph, g->pw, g->sh, g->sw, 1, 1,
+    DS_CUDNN(cudnnSetConvolution2dDescriptor(e->cd, g->ph, g->pw, g->sh, g->sw, g->dh, 1,
                                              CUDNN_CROSS_CORRELATION, ct));
     /* our output size rule (floor, as PyTorch) must be cuDNN's */
     int n, c, h, w;
@@ -282,6 +282,17 @@ static ds_status conv_insert(ds_cuda_conv_cache *c, cudnnDataType_t dt, cudnnDat
 
 /* ----------------------------------------------------------- geometry -- */
 
+/* The frames the kernel's time taps reach: dh (kh - 1) + 1. */
+static int conv_span(const ds_conv_geom *g) { return ds_backend_conv_dilation(g) * (g->kh - 1) + 1; }
+
+/* g with dh as the ops read it (0 -> 1), so that one layer has one key. */
+static ds_conv_geom conv_normal(const ds_conv_geom *g)
+{
+    ds_conv_geom n = *g;
+    n.dh = ds_backend_conv_dilation(g);
+    return n;
+}
+
 /* As the CPU's conv_check: strides and kernel positive, padding not
  * negative, the padded input at least the kernel. Channel and input sizes must
  * be positive too (the CPU would accept ci = 0 or an all-padding input; cuDNN
@@ -290,13 +301,13 @@ static int conv_bad_fields(const ds_conv_geom *g)
 {
     return g->n < 0 || g->ci < 1 || g->co < 0 || g->hi < 1 || g->wi < 1 || g->sh < 1 ||
            g->sw < 1 || g->kh < 1 || g->kw < 1 || g->ph < 0 || g->pw < 0 ||
-           g->hi + 2 * g->ph < g->kh || g->wi + 2 * g->pw < g->kw;
+           g->hi + 2 * g->ph < conv_span(g) || g->wi + 2 * g->pw < g->kw;
 }
 
 /* ho and wo must be what the other fields imply (floor, as PyTorch). */
 static int conv_bad_output(const ds_conv_geom *g)
 {
-    return g->ho != (g->hi + 2 * g->ph - g->kh) / g->sh + 1 ||
+    return g->ho != (g->hi + 2 * g->ph - conv_span(g)) / g->sh + 1 ||
            g->wo != (g->wi + 2 * g->pw - g->kw) / g->sw + 1;
 }
 
@@ -327,7 +338,7 @@ static int conv_same_layer(const ds_conv_geom *a, const ds_conv_geom *b)
 {
     return a->ci == b->ci && a->wi == b->wi && a->co == b->co && a->kh == b->kh &&
            a->kw == b->kw && a->sh == b->sh && a->sw == b->sw && a->ph == b->ph &&
-           a->pw == b->pw && a->wo == b->wo;
+           a->pw == b->pw && a->wo == b->wo && a->dh == b->dh;
 }
 
 /* The plan whose work covers shape g: same layer, batch and length at least
@@ -768,8 +779,9 @@ template <typename T> static size_t conv_elems(size_t bytes)
  * (DS_FAIL), kept in the plan and returned by the layer's fwd and bwd, since
  * this query cannot return a status. Asked again for a geometry planned
  * without dx, now with it, the plan gains backward data (W may grow). */
-template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g, int want_dx)
+template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g_in, int want_dx)
 {
+    const ds_conv_geom gn = conv_normal(g_in), *g = &gn;
     const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     if (conv_bad_fields(g) || conv_bad_output(g) || conv_empty(g))
         return 0;   /* the op refuses a bad geometry (conv_check) and skips an empty one */
@@ -804,9 +816,10 @@ template <typename T> size_t cuda_conv2d_work(ds_ctx *ctx, const ds_conv_geom *g
 /* y = conv(x, w) + b (assigns). x [n][ci][hi][wi], w [co][ci][kh][kw], b [co]
  * or NULL, y [n][co][ho][wo], work [conv2d_work(a geometry covering g)]. */
 template <typename T>
-ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, const void *w,
+ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g_in, const void *x, const void *w,
                           const void *b, void *y, void *work)
 {
+    const ds_conv_geom gn = conv_normal(g_in), *g = &gn;
     DS_TRY(conv_check(g));
     if (conv_empty(g))
         return DS_OK;
@@ -829,9 +842,10 @@ ds_status cuda_conv2d_fwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, con
  * dw [co][ci][kh][kw], db [co] (NULL: no bias) accumulate.
  * work [conv2d_work(a geometry covering g)]. */
 template <typename T>
-ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g, const void *x, const void *w,
+ds_status cuda_conv2d_bwd(ds_ctx *ctx, const ds_conv_geom *g_in, const void *x, const void *w,
                           const void *dy, void *dx, void *dw, void *db, void *work)
 {
+    const ds_conv_geom gn = conv_normal(g_in), *g = &gn;
     DS_TRY(conv_check(g));
     if (conv_empty(g))
         return DS_OK;

@@ -54,10 +54,23 @@ ds_conv_geom ds_backend_conv_geom_of(int n, int ci, int hi, int wi, int co, int 
                              int ph, int pw)
 {
     return (ds_conv_geom){n, ci, hi, wi, co, kh, kw, sh, sw, ph, pw, window_out(hi, kh, sh, ph),
-                          window_out(wi, kw, sw, pw)};
+                          window_out(wi, kw, sw, pw), 1};
 }
 
 ds_conv_geom ds_backend_conv_geom_resized(const ds_conv_geom *g, int n, int hi)
 {
-    return ds_backend_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
+    ds_conv_geom r = ds_backend_conv_geom_of(n, g->ci, hi, g->wi, g->co, g->kh, g->kw, g->sh, g->sw,
+                                             g->ph, g->pw);
+    r.dh = g->dh;
+    r.ho = window_out(hi, ds_backend_conv_dilation(g) * (g->kh - 1) + 1, g->sh, g->ph);
+    return r;
+}
+
+ds_conv_geom ds_backend_conv1d_geom(int n, int ci, int t, int co, int k, int stride, int dil)
+{
+    const int d = dil > 1 ? dil : 1;
+    ds_conv_geom g = ds_backend_conv_geom_of(n, ci, t, 1, co, k, 1, stride, 1, d * (k - 1) / 2, 0);
+    g.dh = d;
+    g.ho = window_out(t, d * (k - 1) + 1, stride, g.ph);
+    return g;
 }

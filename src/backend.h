@@ -49,13 +49,20 @@ typedef struct {
 } ds_view;
 
 /* 2-D convolution, h is time and w is frequency:
- * x [n][ci][hi][wi], w [co][ci][kh][kw], b [co], y [n][co][ho][wo]. */
+ * x [n][ci][hi][wi], w [co][ci][kh][kw], b [co], y [n][co][ho][wo].
+ * dh dilates time: the kernel's rows are dh frames apart (0 or 1: adjacent),
+ * so ho = (hi + 2 ph - dh (kh - 1) - 1) / sh + 1. A 1-D convolution over
+ * time (Jasper, Wav2Letter+) is wi = kw = 1 (ds_backend_conv1d_geom). */
 typedef struct {
     int n, ci, hi, wi;
     int co, kh, kw;
     int sh, sw, ph, pw;
     int ho, wo;
+    int dh;
 } ds_conv_geom;
+
+/* dh as the ops read it: at least 1. */
+static inline int ds_backend_conv_dilation(const ds_conv_geom *g) { return g->dh > 1 ? g->dh : 1; }
 
 /* The geometry of a convolution with its output size derived (0 where the
  * input is too small for the kernel). */
@@ -65,6 +72,13 @@ ds_conv_geom ds_backend_conv_geom_of(int n, int ci, int hi, int wi, int co, int 
 /* The same layer as g at n utterances of hi frames (a step's shape of a
  * layer planned at its largest, and the reverse). */
 ds_conv_geom ds_backend_conv_geom_resized(const ds_conv_geom *g, int n, int hi);
+
+/* A 1-D convolution over t frames, x [n][ci][t][1], w [co][ci][k][1], with
+ * "same" padding: k odd, pad = dil (k - 1) / 2 frames each side, so
+ * ho = ceil(t / stride). Frames a caller has zeroed past each utterance's
+ * length (the mask op) then read as padding: the convolution covers the
+ * real frames only. */
+ds_conv_geom ds_backend_conv1d_geom(int n, int ci, int t, int co, int k, int stride, int dil);
 
 /* What a dropout mask is drawn for (dropout_mask.h): the same key, the same
  * mask, on every backend. */

@@ -258,7 +258,7 @@ static void plan_arenas(ds_model *m)
         l->dy = take(dact, dt, map);
         ds_conv_geom g = {(int)B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, m->t_max[i + 1], l->fo};
+                          l->k.pad_freq, m->t_max[i + 1], l->fo, 1};
         /* as conv_backward (model_pass.c): the first layer's input, the
          * features, gets no gradient, so its backward never asks for dx */
         work = max_size(work, m->op->conv2d_work(m->ctx, &g, i > 0));

@@ -63,7 +63,7 @@ static ds_conv_geom conv_geom(const ds_model *m, int i)
     const conv_layer *l = &m->conv[i];
     return (ds_conv_geom){m->n, l->ci, m->t[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, m->t[i + 1], l->fo};
+                          l->k.pad_freq, m->t[i + 1], l->fo, 1};
 }
 
 /* A layer's work inside a named range (NVTX on the GPU), so a profiler

@@ -125,6 +125,24 @@ static void conv_all(void)
                                 "ds2 conv1 2x63 of 3x120", "ds2 conv1 1x120 of 3x120"};
     for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
         conv_cases(step_names[i], &step[i], 0);
+
+    /* 1-D convolutions over time, "same" padding (Jasper, Wav2Letter+): the
+     * prologue (64 mel features as channels, k 11, stride 2, the model's
+     * first layer: no dx), a block's layer, the dilated epilogue (k 29,
+     * dilation 2), and a step's shorter batch of it on its start-up plan */
+    const ds_conv_geom j_pro = ds_backend_conv1d_geom(2, 64, 100, 128, 11, 2, 1);
+    const ds_conv_geom j_blk = ds_backend_conv1d_geom(2, 128, 50, 128, 13, 1, 1);
+    const ds_conv_geom j_epi = ds_backend_conv1d_geom(3, 64, 80, 96, 29, 1, 2);
+    const conv_arg one_d[] = {
+        {j_pro, j_pro, 0},
+        {j_blk, j_blk, 1},
+        {j_epi, j_epi, 1},
+        {ds_backend_conv_geom_resized(&j_epi, 2, 61), j_epi, 1},
+    };
+    const char *one_d_names[] = {"jasper prologue 1d k11 s2", "jasper block 1d k13",
+                                 "jasper epilogue 1d k29 d2", "1d k29 d2 2x61 of 3x80"};
+    for (size_t i = 0; i < sizeof one_d / sizeof one_d[0]; i++)
+        conv_cases(one_d_names[i], &one_d[i], i == 2);
 }
 
 /* ---- BatchNorm ---- */

@@ -190,7 +190,7 @@ static void conv_naive(const ds_conv_geom *g, const double *x, const double *w, 
                         for (int a = 0; a < g->kh; a++)
                             for (int e = 0; e < g->kw; e++)
                                 s += w[((o * g->ci + c) * g->kh + a) * g->kw + e] *
-                                     conv_tap(g, x, i, c, oh * g->sh - g->ph + a,
+                                     conv_tap(g, x, i, c, oh * g->sh - g->ph + a * ds_backend_conv_dilation(g),
                                               ow * g->sw - g->pw + e);
                     y[(((size_t)i * g->co + o) * g->ho + oh) * g->wo + ow] = s;
                 }
@@ -209,7 +209,8 @@ static void conv_naive_bwd(const ds_conv_geom *g, const double *x, const double 
                     for (int c = 0; c < g->ci; c++)
                         for (int a = 0; a < g->kh; a++)
                             for (int e = 0; e < g->kw; e++) {
-                                int ih = oh * g->sh - g->ph + a, iw = ow * g->sw - g->pw + e;
+                                int ih = oh * g->sh - g->ph + a * ds_backend_conv_dilation(g),
+                                    iw = ow * g->sw - g->pw + e;
                                 size_t wk = ((o * g->ci + c) * g->kh + a) * g->kw + e;
                                 dw[wk] += d * conv_tap(g, x, i, c, ih, iw);
                                 if (ih >= 0 && ih < g->hi && iw >= 0 && iw < g->wi)
@@ -340,6 +341,27 @@ static void test_conv(void)
     for (int i = 0; i < ntiled; i++)
         conv_ref_check(&tiled[i], nsmall + 3 + i, 2 * i);
     conv_grad_check(&tiled[0], nsmall + 3);
+
+    /* 1-D convolutions over time with "same" padding (Jasper, Wav2Letter+):
+     * dilated (conv_dilated.inc on the CPU), strided, and undilated through
+     * the banded path; ho = ceil(t / stride) */
+    const ds_conv_geom one_d[] = {
+        ds_backend_conv1d_geom(2, 3, 17, 4, 3, 1, 2),    /* Jasper's epilogue: dilation 2 */
+        ds_backend_conv1d_geom(2, 2, 23, 3, 5, 2, 3),    /* dilated and strided */
+        ds_backend_conv1d_geom(3, 4, 19, 5, 11, 2, 1),   /* Jasper's prologue: k 11, stride 2 */
+        ds_backend_conv1d_geom(1, 2, 40, 16, 7, 1, 4),   /* dilated, co a multiple of 8 */
+    };
+    for (int i = 0; i < (int)(sizeof one_d / sizeof one_d[0]); i++) {
+        const ds_conv_geom *g = &one_d[i];
+        T_CHECK(g->ho == (g->hi + g->sh - 1) / g->sh && g->wo == 1,
+                "conv1d g%d: same padding gives ho %d for t %d stride %d", i, g->ho, g->hi, g->sh);
+        conv_grad_check(g, 20 + i);
+        conv_ref_check(g, 20 + i, 0);
+    }
+    /* a step's shorter utterances keep the layer's dilation */
+    const ds_conv_geom shorter = ds_backend_conv_geom_resized(&one_d[1], 1, 9);
+    T_CHECK(shorter.dh == 3 && shorter.ho == 5, "conv1d resized: dh %d ho %d (3, 5)", shorter.dh,
+            shorter.ho);
     /* the CPU's work is bounded whatever the length (a chunk of output rows
      * at a time): the same for an input 10x longer, and there a small part
      * of what a full im2col would take */
