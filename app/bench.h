@@ -64,8 +64,9 @@ void ds_bench_result_free(ds_bench_result *res);
 
 /* Model FLOPs of one step on utterances of lengths [n] input frames (real
  * frames only, padding excluded): conv 2*co*ho*wo*ci*kh*kw per utterance,
- * recurrent 2*G*H*(in+H) per frame and direction, linear 2*in*out per frame;
- * backward twice forward, except the first conv (weight gradient only). */
+ * recurrent 2*G*H*(in+H) per frame and direction, linear 2*in*out per frame
+ * (FC layers before the RNN included); backward twice forward, except the
+ * first layer on the features, conv or FC (weight gradient only). */
 double ds_bench_flops(const ds_model_cfg *cfg, const int *lengths, int n, ds_bench_mode mode);
 
 /* Statistics of x [n] (n >= 1): median, mean and the 95% confidence

@@ -21,7 +21,15 @@ static double utterance_fwd(const ds_model_cfg *cfg, int t, double *first_conv)
         ci = c->channels;
     }
     const int G = ds_backend_cell_gates(cfg->cell), H = cfg->hidden, dirs = cfg->bidirectional ? 2 : 1;
-    int in = ci * fi;
+    /* the sequence input: conv maps flattened, or frames with their context */
+    int in = cfg->n_conv ? ci * fi : (2 * cfg->context + 1) * cfg->n_features;
+    for (int k = 0; k < cfg->n_fc_pre; k++) {
+        const double fc = 2.0 * t * in * cfg->fc_pre[k];
+        if (k == 0 && !cfg->n_conv)
+            *first_conv = fc;   /* the first layer on the features: no input gradient */
+        f += fc;
+        in = cfg->fc_pre[k];
+    }
     for (int j = 0; j < cfg->rnn_layers; j++) {
         f += (double)dirs * t * 2.0 * G * H * (in + H);
         in = H;

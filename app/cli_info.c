@@ -43,14 +43,28 @@ static void describe(const ds_model_cfg *c)
         f = fo;
         ch = k->channels;
     }
+    int width = ch * f;
+    if (c->context) {
+        width = (2 * c->context + 1) * c->n_features;
+        printf("  context: %d frames each side stacked with each frame, %d inputs\n", c->context,
+               width);
+    }
+    char drop[48] = "";
+    if (c->dropout > 0)
+        snprintf(drop, sizeof drop, ", dropout %g", c->dropout);
+    for (int k = 0; k < c->n_fc_pre; k++) {
+        printf("  fc_pre[%d]: %d -> %d, Hardtanh(0,20)%s\n", k, width, c->fc_pre[k], drop);
+        width = c->fc_pre[k];
+    }
     printf("  rnn: %d x %s%s %d (input %d)%s\n", c->rnn_layers, c->bidirectional ? "bi-" : "",
-           ds_config_cell_name(c->cell), c->hidden, ch * f,
+           ds_config_cell_name(c->cell), c->hidden, width,
            c->bidirectional ? ", directions summed" : "");
     if (!c->bidirectional && c->lookahead)
         printf("  lookahead: context %d, Hardtanh(0,20)\n", c->lookahead);
     for (int k = 0; k < c->n_fc; k++)
-        printf("  fc_hidden[%d]: %d, Hardtanh(0,20)\n", k, c->fc_hidden[k]);
-    printf("  output: BatchNorm, FC to %d classes (no bias), CTC\n", c->n_classes);
+        printf("  fc_hidden[%d]: %d, Hardtanh(0,20)%s\n", k, c->fc_hidden[k], drop);
+    printf("  output: %sFC to %d classes (%s), CTC\n", c->out_bn ? "BatchNorm, " : "", c->n_classes,
+           c->out_bias ? "with bias" : "no bias");
 }
 
 /* A feature file or a checkpoint, told apart by the format attribute. */

@@ -327,6 +327,8 @@ static ds_status run_step(run_state *r, const ds_batch *b, long step, int epoch,
     const int global_n = b->n_global > 0 ? b->n_global : b->n;
     const double lr = ds_optim_lr(&r->m.ocfg, step, epoch);
     ds_fault_inject(r->ranks.rank, step + 1, r->m.stepper);
+    /* dropout's masks: the run's seed, this step, this rank */
+    ds_model_set_dropout_key(r->m.model, r->o->seed, (uint32_t)step, (uint32_t)r->ranks.rank);
     DS_TRY(ds_stepper_launch(r->m.stepper, b, lr));
     DS_TRY(finish_pending(r, res));
     r->loop.pending = (ds_launched){.b = b, .global_n = global_n, .frames = b->t, .epoch = epoch,

@@ -145,34 +145,49 @@ def load_config(model):
     return cfg
 
 
+def seq_width(cfg, c_prev, f):
+    """Features per frame entering the FC/RNN part: the last conv's maps
+    flattened, or (no conv layers) the frames with DS1's context."""
+    if cfg.get("conv"):
+        return c_prev * f
+    return (2 * int(cfg.get("context", 0)) + 1) * int(cfg["n_features"])
+
+
 def param_count(cfg):
-    """Parameters of the DeepSpeech2 model of cfg (dstrain's count: conv
-    weights and biases, BatchNorm weights and biases, RNN weights and both
-    bias vectors per direction, lookahead, hidden FC with bias, final FC
-    without bias)."""
+    """Parameters of the model of cfg (dstrain's count: conv weights and
+    biases, BatchNorm weights and biases, DS1's FC layers before the RNN, RNN
+    weights and both bias vectors per direction, lookahead, hidden FC with
+    bias, the output BatchNorm where present and the final FC, with a bias
+    where the config asks)."""
     n = 0
     c_prev, f = 1, int(cfg["n_features"])
-    for c in cfg["conv"]:
+    for c in cfg.get("conv", []):
         ch = int(c["channels"])
         n += ch * c_prev * int(c["kernel_time"]) * int(c["kernel_freq"]) + ch + 2 * ch
         f = conv_out_len(f, int(c["kernel_freq"]), int(c["stride_freq"]), int(c["pad_freq"]))
         c_prev = ch
     r = cfg["rnn"]
     H, G = int(r["hidden"]), GATES[r["type"]]
-    dirs = 2 if r["bidirectional"] else 1
-    d = c_prev * f
+    dirs = 2 if r.get("bidirectional", True) else 1
+    d = seq_width(cfg, c_prev, f)
+    for out in cfg.get("fc_pre", []):
+        n += d * int(out) + int(out)
+        d = int(out)
     for j in range(int(r["layers"])):
         n_in = d if j == 0 else H
         if j >= 1:
             n += 2 * n_in
         n += dirs * (G * H * (n_in + H) + 2 * G * H)
-    if not r["bidirectional"] and int(r.get("lookahead", 0)) > 0:
+    if not r.get("bidirectional", True) and int(r.get("lookahead", 0)) > 0:
         n += H * int(r["lookahead"])
     d = H
     for out in cfg.get("fc_hidden", []):
         n += d * int(out) + int(out)
         d = int(out)
-    n += 2 * d + d * int(cfg.get("n_classes", 29))
+    out = cfg.get("output", {})
+    classes = int(cfg.get("n_classes", 29))
+    n += (2 * d if out.get("batch_norm", True) else 0) + d * classes
+    n += classes if out.get("bias", False) else 0
     return n
 
 
@@ -190,7 +205,7 @@ def flops_forward(cfg, lengths):
     total, first = 0, 0
     L = [int(v) for v in lengths]
     c_prev, f = 1, int(cfg["n_features"])
-    for k, c in enumerate(cfg["conv"]):
+    for k, c in enumerate(cfg.get("conv", [])):
         co, kh, kw = int(c["channels"]), int(c["kernel_time"]), int(c["kernel_freq"])
         L = [conv_out_len(v, kh, int(c["stride_time"]), int(c["pad_time"])) for v in L]
         wo = conv_out_len(f, kw, int(c["stride_freq"]), int(c["pad_freq"]))
@@ -202,12 +217,18 @@ def flops_forward(cfg, lengths):
     frames = sum(max(v, 0) for v in L)
     r = cfg["rnn"]
     H, G = int(r["hidden"]), GATES[r["type"]]
-    dirs = 2 if r["bidirectional"] else 1
-    d = c_prev * f
+    dirs = 2 if r.get("bidirectional", True) else 1
+    d = seq_width(cfg, c_prev, f)
+    for k, out in enumerate(cfg.get("fc_pre", [])):
+        fl = frames * 2 * d * int(out)
+        total += fl
+        if k == 0 and not cfg.get("conv"):
+            first = fl   # the first layer on the features: weight gradient only
+        d = int(out)
     for j in range(int(r["layers"])):
         n_in = d if j == 0 else H
         total += dirs * frames * 2 * G * H * (n_in + H)
-    if not r["bidirectional"] and int(r.get("lookahead", 0)) > 0:
+    if not r.get("bidirectional", True) and int(r.get("lookahead", 0)) > 0:
         total += frames * 2 * H * int(r["lookahead"])
     d = H
     for out in cfg.get("fc_hidden", []):
@@ -227,7 +248,7 @@ def flops_per_step(cfg, lengths, mode):
 
 
 def out_frames(cfg, n):
-    for c in cfg["conv"]:
+    for c in cfg.get("conv", []):
         n = conv_out_len(n, int(c["kernel_time"]), int(c["stride_time"]), int(c["pad_time"]))
     return n
 
@@ -247,7 +268,7 @@ def symbol_frames(cfg):
     """Input frames per synthetic symbol: 4 x the product of the time
     strides (data/synthetic.c)."""
     stride = 1
-    for c in cfg["conv"]:
+    for c in cfg.get("conv", []):
         stride *= int(c["stride_time"])
     return 4 * stride
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""DeepSpeech2 in PyTorch, benchmarked like `dstrain bench`.
+"""DeepSpeech2 (and DS1's graph, class DeepSpeech1) in PyTorch, benchmarked
+like `dstrain bench`.
 
 The same architecture as dstrain, built from configs/PRESET.json, with
 deepspeech.pytorch's layer structure: Conv2d + BatchNorm2d + Hardtanh(0, 20)
@@ -284,6 +285,91 @@ class DeepSpeech2(nn.Module):
                     dst.copy_(src.to(dst.dtype))
 
 
+class DeepSpeech1(nn.Module):
+    """Mozilla DeepSpeech v0.2.0's graph as dstrain builds it (docs/models.md):
+    context windows of C frames each side over each utterance's real
+    frames, FC layers + Hardtanh(0, 20) + dropout, one (unidirectional) RNN
+    layer, hidden FC layers likewise, an output Linear with a bias (and a
+    BatchNorm1d before it where the config keeps one). Dropout is torch's
+    own (its masks are not dstrain's: the timing is the same)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        r = cfg["rnn"]
+        if cfg.get("conv") or int(r["layers"]) != 1:
+            raise ValueError("DeepSpeech1 takes no conv layers and one RNN layer")
+        self.context = int(cfg.get("context", 0))
+        self.hidden = H = int(r["hidden"])
+        self.bidirectional = bool(r.get("bidirectional", True))
+        p = float(cfg.get("dropout", 0.0))
+        d = (2 * self.context + 1) * int(cfg["n_features"])
+        self.fc_pre = nn.ModuleList()
+        for out in cfg.get("fc_pre", []):
+            self.fc_pre.append(nn.Linear(d, int(out)))
+            d = int(out)
+        self.rnn = BatchRNN(r["type"], d, H, self.bidirectional, batch_norm=False)
+        self.fc_hidden = nn.ModuleList()
+        d = H
+        for out in cfg.get("fc_hidden", []):
+            self.fc_hidden.append(nn.Linear(d, int(out)))
+            d = int(out)
+        out = cfg.get("output", {})
+        eps, mom = float(cfg.get("bn_eps", 1e-5)), float(cfg.get("bn_momentum", 0.1))
+        self.out_bn = nn.BatchNorm1d(d, eps=eps, momentum=mom) if out.get("batch_norm", True) else None
+        self.fc = nn.Linear(d, int(cfg.get("n_classes", 29)), bias=bool(out.get("bias", False)))
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x, lengths):
+        """x [N][T][F], lengths int64 [N] (on the CPU) -> logits [T][N][C], lengths."""
+        n, t, _ = x.shape
+        real = (torch.arange(t, device=x.device).view(1, t) < lengths.to(x.device).view(n, 1))
+        real = real.to(x.dtype).unsqueeze(2)
+        c = self.context
+        xp = F.pad(x * real, (0, 0, c, c))
+        x = torch.cat([xp[:, j:j + t, :] for j in range(2 * c + 1)], dim=2) * real
+        x = x.permute(1, 0, 2)                                       # [T][N][(2C+1)F]
+        seq_real = real.permute(1, 0, 2)
+        for lin in self.fc_pre:
+            x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * seq_real)
+        x = self.rnn(x, lengths)
+        for lin in self.fc_hidden:
+            x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * seq_real)
+        if self.out_bn is not None:
+            x = self.out_bn(x.reshape(t * n, -1)).reshape(t, n, -1)
+        return self.fc(x), lengths
+
+    def dstrain_names(self):
+        """(params, state): dicts dstrain name -> tensor of this model."""
+        p, s = {}, {}
+        for k, lin in enumerate(self.fc_pre):
+            p["fc_pre.%d.weight" % k], p["fc_pre.%d.bias" % k] = lin.weight, lin.bias
+        dirs = [("fwd", "")] + ([("bwd", "_reverse")] if self.bidirectional else [])
+        for dname, suffix in dirs:
+            for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                p["rnn.0.%s.%s" % (dname, w)] = getattr(self.rnn.rnn, "%s_l0%s" % (w, suffix))
+        for k, lin in enumerate(self.fc_hidden):
+            p["fc_hidden.%d.weight" % k], p["fc_hidden.%d.bias" % k] = lin.weight, lin.bias
+        if self.out_bn is not None:
+            p["fc.bn.weight"], p["fc.bn.bias"] = self.out_bn.weight, self.out_bn.bias
+            s["fc.bn.running_mean"], s["fc.bn.running_var"] = \
+                self.out_bn.running_mean, self.out_bn.running_var
+        p["fc.weight"] = self.fc.weight
+        if self.fc.bias is not None:
+            p["fc.bias"] = self.fc.bias
+        return p, s
+
+    load_dstrain = DeepSpeech2.load_dstrain
+
+
+def build_model(cfg):
+    """The model family of cfg: DS1's graph (context or FC layers before the
+    RNN, no conv layers) or DeepSpeech2's."""
+    if not cfg.get("conv") and (cfg.get("context") or cfg.get("fc_pre")):
+        return DeepSpeech1(cfg)
+    return DeepSpeech2(cfg)
+
+
 def ctc_loss(logits, out_len, targets, target_len):
     """deepspeech.pytorch's loss: CTC summed over the batch (zero_infinity),
     divided by the batch size; log-softmax in FP32 at least."""
@@ -430,7 +516,7 @@ class Runner:
     def setup(self):
         a = self.args
         torch.manual_seed(a.seed)
-        model = DeepSpeech2(self.cfg)
+        model = build_model(self.cfg)
         if self.impl == "torch-eager" and self.precision == "fp64":
             model = model.double()
         model = model.to(self.device)

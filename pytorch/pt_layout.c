@@ -135,6 +135,13 @@ ds_status ds_pt_layout(const ds_model *m, ds_pt_entry *e, int *n)
 {
     const ds_model_cfg *c = ds_model_config(m);
     *n = 0;
+    if (c->context || c->n_fc_pre || !c->n_conv || !c->out_bn || c->out_bias)
+        return DS_FAIL(DS_ERR_UNSUPPORTED,
+                       "%s: a DS1-style model (context windows, FC layers before the RNN, no "
+                       "conv layers, or an output FC with a bias and no BatchNorm) has no "
+                       "counterpart in deepspeech.pytorch's DeepSpeech, which this layout "
+                       "writes; exporting the other families is not built yet",
+                       c->name);
     if (c->n_fc > 0)
         return DS_FAIL(DS_ERR_UNSUPPORTED,
                        "%s: fc_hidden.0 (a hidden FC layer of %d) has no counterpart in "

@@ -48,6 +48,27 @@ static ds_status get_int(const cJSON *obj, const char *key, int required, int de
     return DS_OK;
 }
 
+/* Every key of obj is one of allowed (NULL-terminated): a misspelt field
+ * ("contxt") would otherwise be taken as absent, its default silently used. */
+static ds_status check_keys(const cJSON *obj, const char *const *allowed, const char *src,
+                            const char *ctx)
+{
+    for (const cJSON *k = obj->child; k; k = k->next) {
+        int known = 0;
+        for (int i = 0; allowed[i] && !known; i++)
+            known = !strcmp(k->string, allowed[i]);
+        if (known)
+            continue;
+        char list[256] = "";
+        for (int i = 0; allowed[i]; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, allowed[i], sizeof list - strlen(list) - 1);
+        }
+        return DS_FAIL(DS_ERR_ARG, "%s: %s%s is not a field (fields: %s)", src, ctx, k->string, list);
+    }
+    return DS_OK;
+}
+
 static ds_status get_double(const cJSON *obj, const char *key, double def, double lo, double hi,
                             const char *src, double *out)
 {
@@ -62,13 +83,22 @@ static ds_status get_double(const cJSON *obj, const char *key, double def, doubl
     return DS_OK;
 }
 
+/* conv: absent or [] only where the input has another way in (context, fc_pre). */
 static ds_status parse_conv(const cJSON *arr, const char *src, ds_model_cfg *c)
 {
+    c->n_conv = 0;
+    if (!arr && (c->context || c->n_fc_pre))
+        return DS_OK;
     if (!cJSON_IsArray(arr))
         return DS_FAIL(DS_ERR_ARG, "%s: conv must be an array of layers", src);
     c->n_conv = cJSON_GetArraySize(arr);
-    if (c->n_conv < 1 || c->n_conv > DS_MAX_CONV)
-        return DS_FAIL(DS_ERR_ARG, "%s: conv has %d layers, need 1..%d", src, c->n_conv, DS_MAX_CONV);
+    const int lo = c->context || c->n_fc_pre ? 0 : 1;
+    if (c->n_conv < lo || c->n_conv > DS_MAX_CONV)
+        return DS_FAIL(DS_ERR_ARG, "%s: conv has %d layers, need %d..%d", src, c->n_conv, lo,
+                       DS_MAX_CONV);
+    if (c->n_conv && c->context)
+        return DS_FAIL(DS_ERR_ARG, "%s: context stacks input frames for FC layers: it takes no "
+                                   "conv layers (conv has %d)", src, c->n_conv);
     for (int i = 0; i < c->n_conv; i++) {
         const cJSON *l = cJSON_GetArrayItem(arr, i);
         ds_conv_cfg *k = &c->conv[i];
@@ -76,6 +106,9 @@ static ds_status parse_conv(const cJSON *arr, const char *src, ds_model_cfg *c)
         snprintf(ctx, sizeof ctx, "conv[%d].", i);
         if (!cJSON_IsObject(l))
             return DS_FAIL(DS_ERR_ARG, "%s: conv[%d] must be an object", src, i);
+        static const char *const fields[] = {"channels", "kernel_time", "kernel_freq", "stride_time",
+                                             "stride_freq", "pad_time", "pad_freq", NULL};
+        DS_TRY(check_keys(l, fields, src, ctx));
         DS_TRY(get_int(l, "channels", 1, 0, 1, 4096, src, ctx, &k->channels));
         DS_TRY(get_int(l, "kernel_time", 1, 0, 1, 256, src, ctx, &k->kernel_time));
         DS_TRY(get_int(l, "kernel_freq", 1, 0, 1, 256, src, ctx, &k->kernel_freq));
@@ -91,6 +124,8 @@ static ds_status parse_rnn(const cJSON *r, const char *src, ds_model_cfg *c)
 {
     if (!cJSON_IsObject(r))
         return DS_FAIL(DS_ERR_ARG, "%s: rnn must be an object", src);
+    static const char *const fields[] = {"type", "hidden", "layers", "bidirectional", "lookahead", NULL};
+    DS_TRY(check_keys(r, fields, src, "rnn."));
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(r, "type");
     const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
     if (!t)
@@ -113,23 +148,38 @@ static ds_status parse_rnn(const cJSON *r, const char *src, ds_model_cfg *c)
     return DS_OK;
 }
 
-static ds_status parse_fc(const cJSON *arr, const char *src, ds_model_cfg *c)
+/* A list of FC sizes (fc_hidden, fc_pre): absent is none. */
+static ds_status parse_fc(const cJSON *arr, const char *key, const char *src, int *n, int *sizes)
 {
-    c->n_fc = 0;
+    *n = 0;
     if (!arr)
         return DS_OK;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > DS_MAX_FC)
-        return DS_FAIL(DS_ERR_ARG, "%s: fc_hidden must be an array of at most %d sizes", src, DS_MAX_FC);
-    c->n_fc = cJSON_GetArraySize(arr);
-    for (int i = 0; i < c->n_fc; i++) {
+        return DS_FAIL(DS_ERR_ARG, "%s: %s must be an array of at most %d sizes", src, key, DS_MAX_FC);
+    *n = cJSON_GetArraySize(arr);
+    for (int i = 0; i < *n; i++) {
         const cJSON *v = cJSON_GetArrayItem(arr, i);
         if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > DS_MAX_FC_SIZE ||
             v->valuedouble != (double)v->valueint)
-            return DS_FAIL(DS_ERR_ARG, "%s: fc_hidden[%d] must be an integer in 1..%d", src, i,
+            return DS_FAIL(DS_ERR_ARG, "%s: %s[%d] must be an integer in 1..%d", src, key, i,
                            DS_MAX_FC_SIZE);
-        c->fc_hidden[i] = v->valueint;
+        sizes[i] = v->valueint;
     }
     return DS_OK;
+}
+
+/* output: {"batch_norm": bool, "bias": bool}, absent: DeepSpeech2's (BatchNorm, no bias). */
+static ds_status parse_output(const cJSON *o, const char *src, ds_model_cfg *c)
+{
+    c->out_bn = 1, c->out_bias = 0;
+    if (!o)
+        return DS_OK;
+    if (!cJSON_IsObject(o))
+        return DS_FAIL(DS_ERR_ARG, "%s: output must be an object {\"batch_norm\": ..., \"bias\": ...}", src);
+    static const char *const fields[] = {"batch_norm", "bias", NULL};
+    DS_TRY(check_keys(o, fields, src, "output."));
+    DS_TRY(get_int(o, "batch_norm", 0, 1, 0, 1, src, "output.", &c->out_bn));
+    return get_int(o, "bias", 0, 0, 0, 1, src, "output.", &c->out_bias);
 }
 
 ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *out)
@@ -145,13 +195,23 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
         st = DS_FAIL(DS_ERR_ARG, "%s: the config must be a JSON object", source);
         goto free_root;
     }
+    static const char *const fields[] = {"name", "comment", "n_features", "n_classes", "conv",
+                                         "rnn", "fc_hidden", "bn_eps", "bn_momentum", "context",
+                                         "fc_pre", "dropout", "output", NULL};
+    DS_TRY_GOTO(st, check_keys(root, fields, source, ""), free_root);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(name) ? name->valuestring : "custom");
     DS_TRY_GOTO(st, get_int(root, "n_features", 0, 161, 1, 100000, source, "", &out->n_features), free_root);
     DS_TRY_GOTO(st, get_int(root, "n_classes", 0, 29, 2, 100000, source, "", &out->n_classes), free_root);
+    DS_TRY_GOTO(st, get_int(root, "context", 0, 0, 0, 64, source, "", &out->context), free_root);
+    DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_pre"), "fc_pre", source,
+                             &out->n_fc_pre, out->fc_pre), free_root);
     DS_TRY_GOTO(st, parse_conv(cJSON_GetObjectItemCaseSensitive(root, "conv"), source, out), free_root);
     DS_TRY_GOTO(st, parse_rnn(cJSON_GetObjectItemCaseSensitive(root, "rnn"), source, out), free_root);
-    DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_hidden"), source, out), free_root);
+    DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_hidden"), "fc_hidden",
+                             source, &out->n_fc, out->fc_hidden), free_root);
+    DS_TRY_GOTO(st, get_double(root, "dropout", 0, 0, 0.95, source, &out->dropout), free_root);
+    DS_TRY_GOTO(st, parse_output(cJSON_GetObjectItemCaseSensitive(root, "output"), source, out), free_root);
     DS_TRY_GOTO(st, get_double(root, "bn_eps", 1e-5, 0, 1, source, &out->bn_eps), free_root);
     DS_TRY_GOTO(st, get_double(root, "bn_momentum", 0.1, 0, 1, source, &out->bn_momentum), free_root);
 free_root:
@@ -245,7 +305,23 @@ ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
         c->lookahead);
     for (int i = 0; i < c->n_fc; i++)
         PUT("%s%d", i ? "," : "", c->fc_hidden[i]);
-    PUT("],\"bn_eps\":%.17g,\"bn_momentum\":%.17g}", c->bn_eps, c->bn_momentum);
+    PUT("],\"bn_eps\":%.17g,\"bn_momentum\":%.17g", c->bn_eps, c->bn_momentum);
+    /* the other families' fields only where set: a DeepSpeech2 config
+     * writes the JSON it always wrote */
+    if (c->context)
+        PUT(",\"context\":%d", c->context);
+    if (c->n_fc_pre) {
+        PUT(",\"fc_pre\":[");
+        for (int i = 0; i < c->n_fc_pre; i++)
+            PUT("%s%d", i ? "," : "", c->fc_pre[i]);
+        PUT("]");
+    }
+    if (c->dropout > 0)
+        PUT(",\"dropout\":%.17g", c->dropout);
+    if (!c->out_bn || c->out_bias)
+        PUT(",\"output\":{\"batch_norm\":%s,\"bias\":%s}", c->out_bn ? "true" : "false",
+            c->out_bias ? "true" : "false");
+    PUT("}");
 #undef PUT
     if (n >= cap)
         return DS_FAIL(DS_ERR_ARG, "config JSON longer than %zu bytes", cap);

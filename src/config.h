@@ -1,5 +1,7 @@
-/* config.h - the architecture of a DeepSpeech2-style model, read from JSON
- * (a file or a compiled-in preset from configs/). */
+/* config.h - the architecture of a model, read from JSON (a file or a
+ * compiled-in preset from configs/): DeepSpeech2's graph (conv, RNN, FC),
+ * and the stages other families add to it: DS1's context windows, FC
+ * layers before the RNN and dropout. */
 #ifndef DS_CONFIG_H
 #define DS_CONFIG_H
 
@@ -32,6 +34,14 @@ typedef struct {
     int n_fc;
     int fc_hidden[DS_MAX_FC];       /* hidden FC sizes before the output layer */
     double bn_eps, bn_momentum;
+    /* Beyond DeepSpeech2 (each default keeps its graph): */
+    int context;                    /* frames each side stacked with each input frame (DS1's
+                                     * 9; needs no conv layers), 0: none */
+    int n_fc_pre;
+    int fc_pre[DS_MAX_FC];          /* FC sizes between the input and the RNN (DS1's three) */
+    double dropout;                 /* after every FC layer's activation, in training */
+    int out_bn;                     /* BatchNorm before the output FC (DS2: 1) */
+    int out_bias;                   /* the output FC has a bias (DS2: 0) */
 } ds_model_cfg;
 
 /* Parses JSON text; source names it in errors (file name or preset). */

@@ -75,6 +75,16 @@ static void add_rnn(ds_model *m, int j, int in)
         m->span_of[i] = j;
 }
 
+/* An FC layer of in -> out with its bias, named prefix.weight / .bias. */
+static void add_fc(ds_model *m, fc_layer *l, int in, int out, int site, const char *prefix)
+{
+    l->in = in;
+    l->out = out;
+    l->site = site;
+    l->w = PARAM(m, 2, (int[]){out, in}, "%s.weight", prefix);
+    l->b = PARAM(m, 1, (int[]){out}, "%s.bias", prefix);
+}
+
 /* Fills the parameter and statistics tables from cfg; no memory is touched. */
 static ds_status build_tables(ds_model *m)
 {
@@ -102,7 +112,15 @@ static ds_status build_tables(ds_model *m)
         ci = l->co;
         f = l->fo;
     }
-    int width = ci * f;
+    /* the sequence input: conv maps flattened, or frames (with their context) */
+    int width = c->n_conv ? ci * f : (2 * c->context + 1) * c->n_features;
+    m->s0_width = width;
+    for (int k = 0; k < c->n_fc_pre; k++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "fc_pre.%d", k);
+        add_fc(m, &m->fc_pre[k], width, c->fc_pre[k], k, prefix);
+        width = c->fc_pre[k];
+    }
     for (int j = 0; j < c->rnn_layers; j++) {
         add_rnn(m, j, width);
         width = c->hidden;
@@ -111,17 +129,17 @@ static ds_status build_tables(ds_model *m)
     if (!c->bidirectional && c->lookahead > 0)
         m->la_w = PARAM(m, 2, (int[]){c->hidden, c->lookahead}, "lookahead.weight");
     for (int k = 0; k < c->n_fc; k++) {
-        fc_layer *l = &m->fc[k];
-        l->in = width;
-        l->out = c->fc_hidden[k];
-        l->w = PARAM(m, 2, (int[]){l->out, l->in}, "fc_hidden.%d.weight", k);
-        l->b = PARAM(m, 1, (int[]){l->out}, "fc_hidden.%d.bias", k);
-        width = l->out;
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "fc_hidden.%d", k);
+        add_fc(m, &m->fc[k], width, c->fc_hidden[k], DS_MAX_FC + k, prefix);
+        width = c->fc_hidden[k];
     }
     m->d_out = width;
-    add_bn(m, &m->out_bn, width, "fc");
+    if (c->out_bn)
+        add_bn(m, &m->out_bn, width, "fc");
     m->out_w = PARAM(m, 2, (int[]){c->n_classes, width}, "fc.weight");
-    return m->out_w < 0 ? DS_ERR_ARG : DS_OK;   /* a full table recorded its error */
+    m->out_b = c->out_bias ? PARAM(m, 1, (int[]){c->n_classes}, "fc.bias") : -1;
+    return m->out_w < 0 || (c->out_bias && m->out_b < 0) ? DS_ERR_ARG : DS_OK;   /* a full table recorded its error */
 }
 
 /* ---- placement: where each tensor lives in the flat buffers ---- */
@@ -240,6 +258,21 @@ static void plan_frames(ds_model *m)
     }
 }
 
+/* An FC layer's activations for rows = frames x batch; the activation and
+ * its gradient apart from the output only when dropout stands between. */
+static void plan_fc(ds_model *m, fc_layer *l, size_t rows)
+{
+    size_t *act = &m->act_count, *dact = &m->dact_count;
+    l->y = take(act, m->dt, rows * l->out);
+    l->dy = take(dact, m->dt, rows * l->out);
+    l->dpre = take(dact, m->dt, rows * l->out);
+    l->a = l->y, l->da = l->dy;
+    if (m->cfg.dropout > 0) {
+        l->a = take(act, m->dt, rows * l->out);
+        l->da = take(dact, m->dt, rows * l->out);
+    }
+}
+
 /* Assigns arena offsets for the largest batch, scratch included. */
 static void plan_arenas(ds_model *m)
 {
@@ -264,8 +297,10 @@ static void plan_arenas(ds_model *m)
         work = max_size(work, m->op->conv2d_work(m->ctx, &g, i > 0));
     }
     const size_t T = (size_t)m->t_max[m->cfg.n_conv];
-    m->s0 = take(act, dt, T * B * m->rnn[0].in);
-    m->ds0 = take(dact, dt, T * B * m->rnn[0].in);
+    m->s0 = take(act, dt, T * B * m->s0_width);
+    m->ds0 = take(dact, dt, T * B * m->s0_width);
+    for (int k = 0; k < m->cfg.n_fc_pre; k++)
+        plan_fc(m, &m->fc_pre[k], T * B);
     for (int j = 0; j < m->cfg.rnn_layers; j++) {
         rnn_layer *r = &m->rnn[j];
         if (r->has_bn) {
@@ -284,15 +319,13 @@ static void plan_arenas(ds_model *m)
         m->la_dpre = take(dact, dt, T * B * H);
         work = max_size(work, m->op->lookahead_work((int)B, (int)H));
     }
-    for (int k = 0; k < m->cfg.n_fc; k++) {
-        fc_layer *l = &m->fc[k];
-        l->y = take(act, dt, T * B * l->out);
-        l->dy = take(dact, dt, T * B * l->out);
-        l->dpre = take(dact, dt, T * B * l->out);
+    for (int k = 0; k < m->cfg.n_fc; k++)
+        plan_fc(m, &m->fc[k], T * B);
+    if (m->cfg.out_bn) {
+        m->out_z = take(act, dt, T * B * m->d_out);
+        plan_bn(m, &m->out_bn);
+        m->out_dz = take(dact, dt, T * B * m->d_out);
     }
-    m->out_z = take(act, dt, T * B * m->d_out);
-    plan_bn(m, &m->out_bn);
-    m->out_dz = take(dact, dt, T * B * m->d_out);
     m->logits = take(act, dt, T * B * m->cfg.n_classes);
     m->dlogits = take(dact, dt, T * B * m->cfg.n_classes);
     m->losses = take(&m->sca_count, m->roles.scalar, B);

@@ -1,12 +1,15 @@
-/* model.h - a DeepSpeech2-style network on one backend:
+/* model.h - a speech network on one backend, DeepSpeech2's graph and the
+ * stages other families take from it (config.h):
  *
  *   features [N][1][T][F]
  *   -> conv layers: Conv2d, mask padding, BatchNorm (real frames), Hardtanh(0,20)
- *   -> [T'][N][C*F']
+ *   -> [T'][N][C*F'] (without conv layers: the frames, or DS1's context
+ *      windows [T][N][(2C+1)F])
+ *   -> FC layers before the RNN (DS1) with Hardtanh(0,20) and dropout
  *   -> RNN layers (BatchNorm on the input of all but the first; directions summed)
  *   -> lookahead conv + Hardtanh (unidirectional models)
- *   -> hidden FC layers with Hardtanh
- *   -> BatchNorm, FC without bias -> logits [T'][N][classes] -> CTC
+ *   -> hidden FC layers with Hardtanh(0,20) and dropout
+ *   -> BatchNorm (DS2), FC (DS1: with bias) -> logits [T'][N][classes] -> CTC
  *
  * Parameters, their gradients and BatchNorm running statistics each live in
  * one flat buffer of the backend, laid out in forward order (so the last
@@ -76,8 +79,14 @@ ds_status ds_model_set_batch(ds_model *m, const ds_batch *b);
  * BatchNorm counts and the loss norm then cover all ranks. Reset by set_batch
  * to the local batch. */
 ds_status ds_model_set_global_batch(ds_model *m, const int *lengths, int n);
-/* train: BatchNorm uses (and updates) batch statistics; else running ones. */
+/* train: BatchNorm uses (and updates) batch statistics, and dropout drops;
+ * else running statistics, and no dropout. */
 ds_status ds_model_forward(ds_model *m, int train);
+/* Dropout's key for the passes that follow (dropout_mask.h): the run's seed,
+ * the step they belong to (counted as the optimizer counts, so a resumed
+ * run draws the masks the uninterrupted one drew) and this rank's part of
+ * the batch. Each dropout layer adds its own number. Unset: all zero. */
+void ds_model_set_dropout_key(ds_model *m, uint64_t seed, uint32_t step, uint32_t part);
 
 typedef struct {
     double loss;          /* sum of finite utterance losses / the batch (global) size */

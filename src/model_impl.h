@@ -40,9 +40,14 @@ typedef struct {
     size_t dz, dy;              /* dact */
 } rnn_layer;
 
+/* A fully connected layer with Hardtanh(0, 20) (DS1's clipped ReLU) and, in
+ * training, dropout: x -> linear -> a = clamp -> mask -> y = dropout(a).
+ * Without dropout y is a (one buffer), as in DeepSpeech2's hidden layers. */
 typedef struct {
     int in, out, w, b;
-    size_t y, dy, dpre;         /* act [T][B][out]; dact: grad of output, of pre-activation */
+    int site;                   /* the layer's number in dropout's key */
+    size_t a, y;                /* act [T][B][out]: activation, output (a == y: no dropout) */
+    size_t da, dy, dpre;        /* dact: grads of a, of the output, of the pre-activation */
 } fc_layer;
 
 struct ds_model {
@@ -67,12 +72,15 @@ struct ds_model {
     void *rs;                          /* BN running statistics [stats_span] stats dtype */
 
     conv_layer conv[DS_MAX_CONV];
+    fc_layer fc_pre[DS_MAX_FC];        /* between the input and the RNN (DS1) */
     rnn_layer rnn[DS_MAX_RNN];
     fc_layer fc[DS_MAX_FC];
     int la_w;                          /* lookahead weight index, -1 when absent */
     size_t la_y, la_dy, la_dpre;
     bn_layer out_bn;
-    int out_w;
+    int out_w, out_b;                  /* output FC weight, bias (-1: none) */
+    int s0_width;                      /* features per frame of the sequence input s0 */
+    ds_dropout_key drop;               /* dropout's seed, step and part (site set per layer) */
     size_t x0, s0, ds0, out_z, out_dz, logits, dlogits, work;
     size_t losses, loss_total;         /* sca [B], [DS_LOSS_SCALARS] */
     int d_out;                         /* features entering the output BatchNorm */

@@ -116,12 +116,36 @@ static ds_status rnn_forward(ds_model *m, int j, const void *x)
                           ds_m_act(m, m->work));
 }
 
+/* Where layer l's output is in this pass: after dropout in training with
+ * dropout, else the activation (one buffer without dropout). */
+static void *fc_out(ds_model *m, const fc_layer *l)
+{
+    return ds_m_act(m, m->train && m->cfg.dropout > 0 ? l->y : l->a);
+}
+
+/* x [T][N][in] -> linear -> clamp -> mask -> dropout (training) -> its output. */
+static ds_status fc_forward(ds_model *m, const fc_layer *l, const void *x)
+{
+    const int T = ds_model_batch_out_frames(m);
+    const size_t rows = (size_t)T * m->n;
+    const ds_view v = seq_view(m->n, l->out, T);
+    void *a = ds_m_act(m, l->a);
+    DS_TRY(m->op->linear_fwd(m->ctx, (int)rows, l->in, l->out, x, ds_m_param(m, l->w),
+                             ds_m_param(m, l->b), a));
+    DS_TRY(m->op->hardtanh_fwd(m->ctx, rows * l->out, HARDTANH_LO, HARDTANH_HI, a, a));
+    DS_TRY(m->op->mask(m->ctx, &v, ds_m_len(m, m->cfg.n_conv), a));
+    if (!m->train || m->cfg.dropout <= 0)
+        return DS_OK;
+    ds_dropout_key key = m->drop;
+    key.layer = (unsigned)l->site;
+    return m->op->dropout_fwd(m->ctx, rows * l->out, m->cfg.dropout, &key, a, ds_m_act(m, l->y));
+}
+
 /* Lookahead and hidden FC layers; returns the input of the output BN. */
 static ds_status head_forward(ds_model *m, const void **x)
 {
     const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
     const size_t rows = (size_t)T * m->n;
-    const int *len = ds_m_len(m, m->cfg.n_conv);
     if (m->la_w >= 0) {
         void *y = ds_m_act(m, m->la_y);
         DS_TRY(m->op->lookahead_fwd(m->ctx, T, m->n, H, m->cfg.lookahead, *x,
@@ -130,27 +154,48 @@ static ds_status head_forward(ds_model *m, const void **x)
         *x = y;
     }
     for (int k = 0; k < m->cfg.n_fc; k++) {
-        const fc_layer *l = &m->fc[k];
-        void *y = ds_m_act(m, l->y);
-        const ds_view v = seq_view(m->n, l->out, T);
-        DS_TRY(m->op->linear_fwd(m->ctx, (int)rows, l->in, l->out, *x, ds_m_param(m, l->w),
-                                 ds_m_param(m, l->b), y));
-        DS_TRY(m->op->hardtanh_fwd(m->ctx, rows * l->out, HARDTANH_LO, HARDTANH_HI, y, y));
-        DS_TRY(m->op->mask(m->ctx, &v, len, y));
-        *x = y;
+        DS_TRY(fc_forward(m, &m->fc[k], *x));
+        *x = fc_out(m, &m->fc[k]);
     }
     return DS_OK;
 }
 
-/* Output BatchNorm and the output FC: x [T][N][d_out] -> logits [T][N][classes]. */
+/* Output BatchNorm (where the model has it) and the output FC:
+ * x [T][N][d_out] -> logits [T][N][classes]. */
 static ds_status out_forward(ds_model *m, const void *x)
 {
     const int T = ds_model_batch_out_frames(m);
-    const ds_view v = seq_view(m->n, m->d_out, T);
-    DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
-                      ds_m_act(m, m->out_z)));
-    return m->op->linear_fwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
-                             ds_m_param(m, m->out_w), NULL, ds_m_act(m, m->logits));
+    if (m->cfg.out_bn) {
+        const ds_view v = seq_view(m->n, m->d_out, T);
+        DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
+                          ds_m_act(m, m->out_z)));
+        x = ds_m_act(m, m->out_z);
+    }
+    return m->op->linear_fwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, x,
+                             ds_m_param(m, m->out_w), m->out_b >= 0 ? ds_m_param(m, m->out_b) : NULL,
+                             ds_m_act(m, m->logits));
+}
+
+/* The batch's features [N][1][T][F] as the sequence s0 [T][N][s0_width]:
+ * the last conv layer's maps flattened, DS1's context windows, or the
+ * frames themselves. */
+static ds_status front_forward(ds_model *m, const void *x)
+{
+    const int T = ds_model_batch_out_frames(m);
+    void *s0 = ds_m_act(m, m->s0);
+    if (m->cfg.n_conv) {
+        const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
+        return m->op->conv_to_seq(m->ctx, m->n, last->co, T, last->fo, x, s0);
+    }
+    if (m->cfg.context)
+        return m->op->context_fwd(m->ctx, m->n, T, m->cfg.n_features, m->cfg.context,
+                                  ds_m_len(m, 0), x, s0);
+    return m->op->conv_to_seq(m->ctx, m->n, 1, T, m->cfg.n_features, x, s0);
+}
+
+void ds_model_set_dropout_key(ds_model *m, uint64_t seed, uint32_t step, uint32_t part)
+{
+    m->drop = (ds_dropout_key){.seed = seed, .step = step, .part = part};
 }
 
 ds_status ds_model_forward(ds_model *m, int train)
@@ -162,11 +207,13 @@ ds_status ds_model_forward(ds_model *m, int train)
         IN_RANGE(m, "conv fwd ", i, conv_forward(m, i, x));
         x = ds_m_act(m, m->conv[i].y);
     }
-    const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
-    const int T = ds_model_batch_out_frames(m);
-    IN_RANGE(m, "conv_to_seq fwd", -1,
-             m->op->conv_to_seq(m->ctx, m->n, last->co, T, last->fo, x, ds_m_act(m, m->s0)));
+    IN_RANGE(m, m->cfg.n_conv || !m->cfg.context ? "conv_to_seq fwd" : "context fwd", -1,
+             front_forward(m, x));
     x = ds_m_act(m, m->s0);
+    for (int k = 0; k < m->cfg.n_fc_pre; k++) {
+        IN_RANGE(m, "fc_pre fwd ", k, fc_forward(m, &m->fc_pre[k], x));
+        x = fc_out(m, &m->fc_pre[k]);
+    }
     for (int j = 0; j < m->cfg.rnn_layers; j++) {
         IN_RANGE(m, "rnn fwd ", j, rnn_forward(m, j, x));
         x = ds_m_act(m, m->rnn[j].y);
@@ -241,12 +288,32 @@ static ds_status ready(ds_model *m, int first)
     return m->hooks.grad_ready ? m->hooks.grad_ready(m->hooks.user, place) : DS_OK;
 }
 
+/* The gradient of l's output (dy) back through dropout and the clamp into
+ * dpre, then the linear layer: dx (NULL: not wanted), dw, db. */
+static ds_status fc_backward(ds_model *m, const fc_layer *l, const void *x, void *dx)
+{
+    const size_t rows = (size_t)ds_model_batch_out_frames(m) * m->n;
+    size_t da = l->dy;   /* the gradient of a: the output's, where no dropout ran */
+    if (m->train && m->cfg.dropout > 0) {
+        ds_dropout_key key = m->drop;
+        key.layer = (unsigned)l->site;
+        DS_TRY(m->op->dropout_bwd(m->ctx, rows * l->out, m->cfg.dropout, &key,
+                                  ds_m_dact(m, l->dy), ds_m_dact(m, l->da)));
+        da = l->da;
+    }
+    DS_TRY(m->op->hardtanh_bwd(m->ctx, rows * l->out, HARDTANH_LO, HARDTANH_HI, ds_m_act(m, l->a),
+                               ds_m_dact(m, da), ds_m_dact(m, l->dpre)));
+    DS_TRY(m->op->linear_bwd(m->ctx, (int)rows, l->in, l->out, x, ds_m_param(m, l->w),
+                             ds_m_dact(m, l->dpre), dx, ds_m_grad(m, l->w), ds_m_grad(m, l->b)));
+    return ready(m, l->w);
+}
+
 /* The tensor entering hidden FC k (k = n_fc: the output BatchNorm) and
  * where its gradient goes: the previous FC, the lookahead or the last RNN. */
 static void head_input(ds_model *m, int k, const void **x, void **dx)
 {
     if (k > 0) {
-        *x = ds_m_act(m, m->fc[k - 1].y);
+        *x = fc_out(m, &m->fc[k - 1]);
         *dx = ds_m_dact(m, m->fc[k - 1].dy);
     } else if (m->la_w >= 0) {
         *x = ds_m_act(m, m->la_y);
@@ -264,10 +331,17 @@ static ds_status out_backward(ds_model *m)
     const int T = ds_model_batch_out_frames(m);
     const void *x;
     void *dx;
+    void *db = m->out_b >= 0 ? ds_m_grad(m, m->out_b) : NULL;
+    head_input(m, m->cfg.n_fc, &x, &dx);
+    if (!m->cfg.out_bn) {
+        DS_TRY(m->op->linear_bwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, x,
+                                 ds_m_param(m, m->out_w), ds_m_dact(m, m->dlogits), dx,
+                                 ds_m_grad(m, m->out_w), db));
+        return ready(m, m->out_w);
+    }
     DS_TRY(m->op->linear_bwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, ds_m_act(m, m->out_z),
                              ds_m_param(m, m->out_w), ds_m_dact(m, m->dlogits),
-                             ds_m_dact(m, m->out_dz), ds_m_grad(m, m->out_w), NULL));
-    head_input(m, m->cfg.n_fc, &x, &dx);
+                             ds_m_dact(m, m->out_dz), ds_m_grad(m, m->out_w), db));
     const ds_view v = seq_view(m->n, m->d_out, T);
     DS_TRY(bn_backward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
                        ds_m_dact(m, m->out_dz), dx));
@@ -284,13 +358,8 @@ static ds_status head_backward(ds_model *m)
     const void *x;
     void *dx;
     for (int k = m->cfg.n_fc - 1; k >= 0; k--) {
-        const fc_layer *l = &m->fc[k];
         head_input(m, k, &x, &dx);
-        DS_TRY(m->op->hardtanh_bwd(m->ctx, rows * l->out, HARDTANH_LO, HARDTANH_HI,
-                                   ds_m_act(m, l->y), ds_m_dact(m, l->dy), ds_m_dact(m, l->dpre)));
-        DS_TRY(m->op->linear_bwd(m->ctx, (int)rows, l->in, l->out, x, ds_m_param(m, l->w),
-                                 ds_m_dact(m, l->dpre), dx, ds_m_grad(m, l->w), ds_m_grad(m, l->b)));
-        DS_TRY(ready(m, l->w));
+        DS_TRY(fc_backward(m, &m->fc[k], x, dx));
     }
     if (m->la_w >= 0) {
         DS_TRY(m->op->hardtanh_bwd(m->ctx, rows * H, HARDTANH_LO, HARDTANH_HI, ds_m_act(m, m->la_y),
@@ -309,8 +378,9 @@ static ds_status rnn_backward(ds_model *m, int j)
     const rnn_layer *r = &m->rnn[j];
     const int T = ds_model_batch_out_frames(m);
     const int *len = ds_m_len(m, m->cfg.n_conv);
-    const void *x = j ? ds_m_act(m, m->rnn[j - 1].y) : ds_m_act(m, m->s0);
-    void *dx = j ? ds_m_dact(m, m->rnn[j - 1].dy) : ds_m_dact(m, m->ds0);
+    const fc_layer *pre = m->cfg.n_fc_pre ? &m->fc_pre[m->cfg.n_fc_pre - 1] : NULL;
+    const void *x = j ? ds_m_act(m, m->rnn[j - 1].y) : pre ? fc_out(m, pre) : ds_m_act(m, m->s0);
+    void *dx = j ? ds_m_dact(m, m->rnn[j - 1].dy) : ds_m_dact(m, pre ? pre->dy : m->ds0);
     const void *rin = r->has_bn ? ds_m_act(m, r->z) : x;
     void *drin = r->has_bn ? ds_m_dact(m, r->dz) : dx;
     DS_TRY(m->op->rnn_bwd(m->ctx, r->plan, T, m->n, ds_model_out_lengths(m), len, rin,
@@ -350,6 +420,17 @@ ds_status ds_model_backward(ds_model *m)
         IN_RANGE(m, "lookahead+fc bwd", -1, head_backward(m));
     for (int j = m->cfg.rnn_layers - 1; j >= 0; j--)
         IN_RANGE(m, "rnn bwd ", j, rnn_backward(m, j));
+    for (int k = m->cfg.n_fc_pre - 1; k >= 0; k--) {
+        /* the first layer's input is the features' when no conv layer
+         * precedes it: no gradient wanted */
+        const void *x = k ? fc_out(m, &m->fc_pre[k - 1]) : ds_m_act(m, m->s0);
+        void *dx = k ? ds_m_dact(m, m->fc_pre[k - 1].dy) : m->cfg.n_conv ? ds_m_dact(m, m->ds0) : NULL;
+        IN_RANGE(m, "fc_pre bwd ", k, fc_backward(m, &m->fc_pre[k], x, dx));
+    }
+    if (!m->cfg.n_conv) {
+        m->have_dlogits = 0;
+        return DS_OK;   /* the features take no gradient */
+    }
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
     IN_RANGE(m, "conv_to_seq bwd", -1,
              m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_batch_out_frames(m),

@@ -70,6 +70,13 @@ def _cfg(name, nfeat, conv, rtype, hidden, layers, bidir, lookahead, fc_hidden):
             "fc_hidden": fc_hidden, "bn_eps": 1e-5, "bn_momentum": 0.1}
 
 
+def _ds1(name, nfeat, context, fc_pre, hidden, fc_hidden, dropout):
+    return {"name": name, "n_features": nfeat, "n_classes": 29, "context": context,
+            "fc_pre": fc_pre, "dropout": dropout,
+            "rnn": {"type": "lstm", "hidden": hidden, "layers": 1, "bidirectional": False},
+            "fc_hidden": fc_hidden, "output": {"batch_norm": False, "bias": True}}
+
+
 # (case name, config, dtype, mode, batch, frames, seed)
 CASES = [
     ("lstm_bi_fc_f64_train", _cfg("p1", 16, CONV2, "lstm", 8, 2, True, 0, [12]),
@@ -99,6 +106,16 @@ CASES = [
      "f64", "train", 3, 48, 25, ["--impossible"]),
     ("lstm_la2_impossible_f32_train", _cfg("p13", 16, CONV1, "lstm", 6, 1, False, 2, []),
      "f32", "train", 3, 48, 26, ["--impossible"]),
+    # DS1's graph: context windows, FC layers before a unidirectional LSTM,
+    # dropout (in training: the peer draws the masks with its own Philox),
+    # an output FC with a bias and no BatchNorm
+    ("ds1_ctx_drop_f64_train", _ds1("p14", 12, 2, [10, 8], 6, [7], 0.25), "f64", "train", 3, 40, 31),
+    ("ds1_ctx_drop_f32_train", _ds1("p15", 12, 2, [10, 8], 6, [7], 0.25), "f32", "train", 3, 40, 32),
+    ("ds1_ctx_f64_eval", _ds1("p16", 10, 3, [9], 5, [], 0.3), "f64", "eval", 4, 32, 33),
+    ("frames_fc_pre_bi_gru_f64_train",
+     {"name": "p17", "n_features": 10, "fc_pre": [9], "dropout": 0.1,
+      "rnn": {"type": "gru", "hidden": 6, "layers": 2, "bidirectional": True}},
+     "f64", "train", 3, 32, 34),
 ]
 
 # ---------------------------------------------------------------- dumps

@@ -1,8 +1,10 @@
-"""PyTorch peer of the dstrain DeepSpeech2 model.
+"""PyTorch peer of the dstrain model: DeepSpeech2's graph and DS1's stages.
 
 Builds the same architecture as the C trainer from the model config JSON,
 with parameters under the C side's names, so that weights exported by
 peer_dump can be loaded and autograd gives the reference gradients.
+Dropout draws its masks with its own Philox4x32-10 (numpy), keyed as the
+C side keys them (src/dropout_mask.h), so both drop the same elements.
 
 The one deliberate departure from stock torch layers is the masked batch
 norm: padding positions neither enter the statistics nor get an output
@@ -10,6 +12,7 @@ norm: padding positions neither enter the statistics nor get an output
 differentiates it.
 """
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,6 +22,39 @@ N_CLASSES = 29
 
 # number of gate blocks per RNN type (rows of weight_ih = G * hidden)
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+# Dropout's layer numbers (src/model_impl.h, model.c): fc_pre k is k,
+# fc_hidden k is DS_MAX_FC + k.
+DS_MAX_FC = 8
+U32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """Philox4x32-10 of counters ctr (4 uint64 arrays, values < 2^32) under
+    key (k0, k1): the 4 output words, as uint64 arrays."""
+    c0, c1, c2, c3 = [np.asarray(c, dtype=np.uint64) & U32 for c in ctr]
+    k0, k1 = np.uint64(key[0]) & U32, np.uint64(key[1]) & U32
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & U32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & U32
+        k0 = (k0 + np.uint64(0x9E3779B9)) & U32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & U32
+    return c0, c1, c2, c3
+
+
+def dropout_keep(n, p, seed, step, layer, part):
+    """Whether each of n elements is kept: element e's draw is word e % 4 of
+    Philox block e // 4 (counter: block, layer, step, part; key: the seed),
+    its top 24 bits, kept when at least floor(p * 2^24)."""
+    blocks = (n + 3) // 4
+    b = np.arange(blocks, dtype=np.uint64)
+    z = np.zeros(blocks, dtype=np.uint64)
+    words = philox4x32_10((b, z + np.uint64(layer), z + np.uint64(step), z + np.uint64(part)),
+                          (seed & 0xFFFFFFFF, seed >> 32))
+    draws = np.stack(words, axis=1).reshape(-1)[:n] >> np.uint64(8)
+    return draws >= np.uint64(int(p * 16777216.0))
 
 
 def conv_out_len(n, kernel, stride, pad):
@@ -104,7 +140,7 @@ class PeerModel(nn.Module):
         self.conv_b = nn.ParameterList()
         self.conv_bn = nn.ModuleList()
         c_prev, f_prev = 1, int(cfg["n_features"])
-        for c in cfg["conv"]:
+        for c in cfg.get("conv", []):
             spec = {k: int(c[k]) for k in ("channels", "kernel_time", "kernel_freq",
                                            "stride_time", "stride_freq",
                                            "pad_time", "pad_freq")}
@@ -119,7 +155,17 @@ class PeerModel(nn.Module):
             if f_prev < 1:
                 raise ValueError("convolutions leave no frequency bins")
             c_prev = ch
-        self.rnn_in = c_prev * f_prev
+        self.context = int(cfg.get("context", 0))
+        nf = int(cfg["n_features"])
+        self.rnn_in = c_prev * f_prev if self.conv_specs else (2 * self.context + 1) * nf
+        self.dropout = float(cfg.get("dropout", 0.0))
+        self.drop_key = (0, 0, 0)   # seed, step, part: peer_dump leaves the model's unset
+
+        # --- FC layers before the RNN (DS1) ---
+        self.fc_pre = nn.ModuleList()
+        for out in cfg.get("fc_pre", []):
+            self.fc_pre.append(nn.Linear(self.rnn_in, int(out), bias=True))
+            self.rnn_in = int(out)
 
         # --- recurrent stack ---
         r = cfg["rnn"]
@@ -145,8 +191,10 @@ class PeerModel(nn.Module):
         for out in cfg.get("fc_hidden", []):
             self.fc_hidden.append(nn.Linear(d, int(out), bias=True))
             d = int(out)
-        self.fc_bn = MaskedBatchNorm(d, eps, mom)
-        self.fc = nn.Linear(d, n_classes, bias=False)
+        out = cfg.get("output", {})
+        self.out_bn = bool(out.get("batch_norm", True))
+        self.fc_bn = MaskedBatchNorm(d, eps, mom) if self.out_bn else None
+        self.fc = nn.Linear(d, n_classes, bias=bool(out.get("bias", False)))
 
     # ---- naming: the C side's parameter / state names ----
 
@@ -158,6 +206,9 @@ class PeerModel(nn.Module):
             p["conv.%d.bias" % i] = self.conv_b[i]
             p["conv.%d.bn.weight" % i] = self.conv_bn[i].weight
             p["conv.%d.bn.bias" % i] = self.conv_bn[i].bias
+        for k, lin in enumerate(self.fc_pre):
+            p["fc_pre.%d.weight" % k] = lin.weight
+            p["fc_pre.%d.bias" % k] = lin.bias
         for j in range(self.n_layers):
             if j >= 1:
                 p["rnn.%d.bn.weight" % j] = self.rnn_bn[j - 1].weight
@@ -172,9 +223,12 @@ class PeerModel(nn.Module):
         for k, lin in enumerate(self.fc_hidden):
             p["fc_hidden.%d.weight" % k] = lin.weight
             p["fc_hidden.%d.bias" % k] = lin.bias
-        p["fc.bn.weight"] = self.fc_bn.weight
-        p["fc.bn.bias"] = self.fc_bn.bias
+        if self.out_bn:
+            p["fc.bn.weight"] = self.fc_bn.weight
+            p["fc.bn.bias"] = self.fc_bn.bias
         p["fc.weight"] = self.fc.weight
+        if self.fc.bias is not None:
+            p["fc.bias"] = self.fc.bias
         return p
 
     def _bns(self):
@@ -183,7 +237,8 @@ class PeerModel(nn.Module):
             out["conv.%d.bn" % i] = bn
         for j in range(1, self.n_layers):
             out["rnn.%d.bn" % j] = self.rnn_bn[j - 1]
-        out["fc.bn"] = self.fc_bn
+        if self.out_bn:
+            out["fc.bn"] = self.fc_bn
         return out
 
     def peer_state(self):
@@ -219,6 +274,28 @@ class PeerModel(nn.Module):
             L = [conv_out_len(v, s["kernel_time"], s["stride_time"], s["pad_time"]) for v in L]
         return L
 
+    def fc_layer(self, lin, x, seq_mask, layer):
+        """Linear, Hardtanh(0, 20), padding zeroed, dropout in training."""
+        x = hardtanh20(lin(x)) * seq_mask
+        if self.training and self.dropout > 0:
+            seed, step, part = self.drop_key
+            keep = dropout_keep(x.numel(), self.dropout, seed, step, layer, part)
+            keep = torch.as_tensor(keep.reshape(tuple(x.shape))).to(x.dtype)
+            x = x * keep * (1.0 / (1.0 - self.dropout))
+        return x
+
+    def front(self, features, lengths):
+        """Without conv layers: the frames [T][N][F], or DS1's context windows
+        [T][N][(2C+1)F] over the real frames (zero outside them)."""
+        n, t, nf = features.shape
+        real = (torch.arange(t).view(1, t) < torch.tensor(lengths).view(n, 1)).to(features.dtype)
+        if not self.context:
+            return features.permute(1, 0, 2)
+        c = self.context
+        xp = F.pad(features * real.unsqueeze(2), (0, 0, c, c))            # [N][T+2C][F]
+        win = torch.cat([xp[:, j:j + t, :] for j in range(2 * c + 1)], dim=2)
+        return (win * real.unsqueeze(2)).permute(1, 0, 2)                  # [T][N][(2C+1)F]
+
     def forward(self, features, lengths):
         """features [N][T][F], lengths list of ints -> (logits [T'][N][C], out lengths)."""
         n, t, _ = features.shape
@@ -237,14 +314,20 @@ class PeerModel(nn.Module):
             x = self.conv_bn[i](x, mask, channel_dim=1)
             x = hardtanh20(x)
 
-        n_, c, tt, f = x.shape
-        x = x.permute(2, 0, 1, 3).reshape(tt, n, c * f)   # [T'][N][C*F']
+        if self.conv_specs:
+            n_, c, tt, f = x.shape
+            x = x.permute(2, 0, 1, 3).reshape(tt, n, c * f)   # [T'][N][C*F']
+        else:
+            x = self.front(features, lens)
+            tt = t
         L = lens
         if min(L) < 1:
             raise ValueError("an utterance has no frames after the convolutions: %s" % L)
         seq_mask = (torch.arange(tt).view(tt, 1) < torch.tensor(L).view(1, n))
         seq_mask = seq_mask.view(tt, n, 1).to(x.dtype)
         L_t = torch.tensor(L, dtype=torch.int64)
+        for k, lin in enumerate(self.fc_pre):
+            x = self.fc_layer(lin, x, seq_mask, k)
 
         for j in range(self.n_layers):
             if j >= 1:
@@ -262,10 +345,11 @@ class PeerModel(nn.Module):
             y = F.conv1d(y, self.lookahead_w.unsqueeze(1), groups=self.hidden)
             x = hardtanh20(y.permute(2, 0, 1))          # [T'][N][H]
 
-        for lin in self.fc_hidden:
-            x = hardtanh20(lin(x)) * seq_mask
+        for k, lin in enumerate(self.fc_hidden):
+            x = self.fc_layer(lin, x, seq_mask, DS_MAX_FC + k)
 
-        x = self.fc_bn(x, seq_mask, channel_dim=-1)
+        if self.out_bn:
+            x = self.fc_bn(x, seq_mask, channel_dim=-1)
         logits = self.fc(x)
         return logits, L
 

@@ -44,6 +44,28 @@ static void flops(void)
     near("train, 6 and 3 frames", ds_bench_flops(&cfg, two, 2, DS_BENCH_TRAIN), 26406, 0);
 }
 
+/* DS1's graph: 4 features with 1 frame of context each side (12 inputs),
+ * fc_pre [3], a unidirectional LSTM of 2, fc_hidden [3], 5 classes. Of 4
+ * frames: fc_pre 2*4*12*3 = 288 (on the features: no input gradient); LSTM
+ * 4 frames * 2*4*2*(3+2) = 320; fc_hidden 2*4*2*3 = 48; output 2*4*3*5 =
+ * 120: forward 776, train 3*776 - 288 = 2040. */
+static void flops_ds1(void)
+{
+    const char *json =
+        "{\"name\":\"flops1\",\"n_features\":4,\"n_classes\":5,\"context\":1,\"fc_pre\":[3],"
+        "\"rnn\":{\"type\":\"lstm\",\"hidden\":2,\"layers\":1,\"bidirectional\":false},"
+        "\"fc_hidden\":[3],\"dropout\":0.1,\"output\":{\"batch_norm\":false,\"bias\":true}}";
+    ds_model_cfg cfg;
+    if (ds_config_parse(json, "test", &cfg) != DS_OK) {
+        printf("FAIL config: %s\n", ds_status_last_error());
+        fails++;
+        return;
+    }
+    const int one[] = {4};
+    near("ds1 forward, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 776, 0);
+    near("ds1 train, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 2040, 0);
+}
+
 /* {1,2,3,4,100}: median 3, mean 22, sample sd sqrt(7610/4), t(4) = 2.776:
  * half width 2.776 * sqrt(1902.5 / 5) = 54.149. Even count: mean of the middle two. */
 static void stats(void)
@@ -65,6 +87,7 @@ static void stats(void)
 int main(void)
 {
     flops();
+    flops_ds1();
     stats();
     printf("test_bench_math: %s\n", fails ? "FAILED" : "ok");
     return fails != 0;

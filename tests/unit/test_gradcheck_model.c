@@ -1,6 +1,7 @@
 /* test_gradcheck_model.c - the whole model's parameter gradients (forward,
  * CTC, backward) against central finite differences of its loss, in FP64,
- * for every parameter element of small models of each architecture.
+ * for every parameter element of small models of each architecture
+ * (DeepSpeech2's variants and DS1's).
  *
  * usage: test_gradcheck_model [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -41,6 +42,18 @@ static const gc_case cases[] = {
      "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":3,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":1,\"pad_freq\":1}],"
      "\"rnn\":{\"type\":\"gru\",\"hidden\":4,\"layers\":1,\"bidirectional\":false,\"lookahead\":2},\"fc_hidden\":[4]}",
      1},
+    /* DS1's graph: context windows, FC layers before a unidirectional LSTM,
+     * dropout after every FC (the masks fixed by the key, so the loss is a
+     * function of the parameters), an output FC with a bias and no BatchNorm */
+    {"DS1: context, fc_pre, lstm, dropout, train",
+     "{\"name\":\"gc5\",\"n_features\":6,\"context\":2,\"fc_pre\":[5,4],"
+     "\"rnn\":{\"type\":\"lstm\",\"hidden\":4,\"layers\":1,\"bidirectional\":false},"
+     "\"fc_hidden\":[4],\"dropout\":0.3,\"output\":{\"batch_norm\":false,\"bias\":true}}",
+     1},
+    {"frames into fc_pre, gru, eval",
+     "{\"name\":\"gc6\",\"n_features\":6,\"fc_pre\":[5],\"dropout\":0.5,"
+     "\"rnn\":{\"type\":\"gru\",\"hidden\":4,\"layers\":2,\"bidirectional\":true}}",
+     0},
 };
 
 /* In training mode a conv bias feeds straight into BatchNorm, which removes
@@ -78,8 +91,10 @@ static void check_case(const gc_case *c)
         st = ds_batch_alloc(&b, n, frames, cfg.n_features, n * lim.label_len);
     ds_rng rng;
     ds_rng_seed(&rng, 7);
-    if (st == DS_OK)
+    if (st == DS_OK) {
         st = ds_model_init_params(m, 11);
+        ds_model_set_dropout_key(m, 5, 3, 1);
+    }
     if (st == DS_OK)
         st = t_perturb_bn(m, &rng);
     if (st == DS_OK)
