@@ -17,6 +17,16 @@ static void near(const char *what, double got, double want, double tol)
     }
 }
 
+/* cfg from json, or a failure counted. */
+static int parsed(const char *json, ds_model_cfg *cfg)
+{
+    if (ds_config_parse(json, "test", cfg) == DS_OK)
+        return 1;
+    printf("FAIL config: %s\n", ds_status_last_error());
+    fails++;
+    return 0;
+}
+
 /* One conv (2 channels, 3x4 kernel, frequency stride 2, time padding 1),
  * one bidirectional GRU of 5, 7 classes, 10 features.
  * Utterance of 6 frames: conv out 6 x 4 -> 2*2*6*4*1*3*4 = 1152;
@@ -32,11 +42,8 @@ static void flops(void)
         "\"rnn\":{\"type\":\"gru\",\"hidden\":5,\"layers\":1,\"bidirectional\":true},"
         "\"fc_hidden\":[],\"bn_eps\":1e-5,\"bn_momentum\":0.1}";
     ds_model_cfg cfg;
-    if (ds_config_parse(json, "test", &cfg) != DS_OK) {
-        printf("FAIL config: %s\n", ds_status_last_error());
-        fails++;
+    if (!parsed(json, &cfg))
         return;
-    }
     const int one[] = {6}, two[] = {6, 3};
     near("forward, 6 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 6252, 0);
     near("train, 6 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 17604, 0);
@@ -56,11 +63,8 @@ static void flops_ds1(void)
         "\"rnn\":{\"type\":\"lstm\",\"hidden\":2,\"layers\":1,\"bidirectional\":false},"
         "\"fc_hidden\":[3],\"dropout\":0.1,\"output\":{\"batch_norm\":false,\"bias\":true}}";
     ds_model_cfg cfg;
-    if (ds_config_parse(json, "test", &cfg) != DS_OK) {
-        printf("FAIL config: %s\n", ds_status_last_error());
-        fails++;
+    if (!parsed(json, &cfg))
         return;
-    }
     const int one[] = {4};
     near("ds1 forward, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 776, 0);
     near("ds1 train, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 2040, 0);
