@@ -114,9 +114,11 @@ static ds_status run_export(const char *ckpt, const char *out)
     for (int i = 0; i < n; i++)
         DS_TRY_GOTO(st, export_entry(&e[i], params, stats, info.step, out_dt, tmp, &d), done);
     DS_TRY_GOTO(st, ds_pt_save(out, &d), done);
-    printf("%s: model %s (%zu parameters, step %ld) -> %s: %d tensors, %s, deepspeech.pytorch "
-           "DeepSpeech layout\n", ckpt, cfg.name, ds_model_param_count(m), info.step, out, d.n,
-           ds_pt_dtype_name(out_dt));
+    printf("%s: model %s (%zu parameters, step %ld) -> %s: %d tensors, %s, %s\n", ckpt,
+           cfg.name, ds_model_param_count(m), info.step, out, d.n,
+           ds_pt_dtype_name(out_dt),
+           ds_pt_own_names(&cfg) ? "dstrain's tensor names (DeepSpeech1 of bench/pytorch_ds2.py)"
+                                 : "deepspeech.pytorch DeepSpeech layout");
 done:
     free(tmp);
     free(params);

@@ -1,4 +1,5 @@
-/* pt_layout.c - dstrain <-> deepspeech.pytorch names and shapes (pt_layout.h). */
+/* pt_layout.c - dstrain <-> deepspeech.pytorch names and shapes, and the
+ * other families under dstrain's own names (pt_layout.h). */
 #include "pt_layout.h"
 
 #include <stdarg.h>
@@ -131,17 +132,26 @@ static ds_status check_cover(const ds_model *m, const ds_pt_entry *e, int n)
     return DS_OK;
 }
 
+int ds_pt_own_names(const ds_model_cfg *c)
+{
+    return c->context || c->n_fc_pre || !c->n_conv || !c->out_bn || c->out_bias;
+}
+
 ds_status ds_pt_layout(const ds_model *m, ds_pt_entry *e, int *n)
 {
     const ds_model_cfg *c = ds_model_config(m);
     *n = 0;
-    if (c->context || c->n_fc_pre || !c->n_conv || !c->out_bn || c->out_bias)
-        return DS_FAIL(DS_ERR_UNSUPPORTED,
-                       "%s: a DS1-style model (context windows, FC layers before the RNN, no "
-                       "conv layers, or an output FC with a bias and no BatchNorm) has no "
-                       "counterpart in deepspeech.pytorch's DeepSpeech, which this layout "
-                       "writes; exporting the other families is not built yet",
-                       c->name);
+    if (ds_pt_own_names(c)) {
+        /* every tensor under its dstrain name, in table order: the names
+         * bench/pytorch_ds2.py's DeepSpeech1 (and tests/peer/peer_model.py) take */
+        builder b = {m, e, 0, DS_OK};
+        for (int i = 0; i < ds_model_n_params(m); i++)
+            add(&b, DS_PT_SAME, ds_model_param(m, i)->name, "%s", ds_model_param(m, i)->name);
+        for (int i = 0; i < ds_model_n_bn_stats(m); i++)
+            add(&b, DS_PT_SAME, ds_model_bn_stat(m, i)->name, "%s", ds_model_bn_stat(m, i)->name);
+        *n = b.n;
+        return b.st != DS_OK ? b.st : check_cover(m, e, b.n);
+    }
     if (c->n_fc > 0)
         return DS_FAIL(DS_ERR_UNSUPPORTED,
                        "%s: fc_hidden.0 (a hidden FC layer of %d) has no counterpart in "
@@ -241,6 +251,12 @@ int ds_pt_stock_notes(const ds_model_cfg *c, char *buf, size_t cap)
     notes o = {buf, cap, 0, 0};
     if (cap)
         buf[0] = '\0';
+    if (ds_pt_own_names(c)) {
+        note(&o, "a DS1-style model (context windows or FC layers before the RNN) has no "
+                 "deepspeech.pytorch counterpart: its keys are dstrain's own tensor names, as "
+                 "bench/pytorch_ds2.py's DeepSpeech1 loads them (load_dstrain)");
+        return o.n;
+    }
     if (!stock_convs(c))
         note(&o, "stock deepspeech.pytorch builds exactly two convolutions of 32 channels "
                  "(41x11 and 21x11 freq x time, stride 2x2 and 2x1, padding 20x5 and 10x5); "

@@ -54,9 +54,16 @@ typedef struct {
 /* BatchNorm layers at most: conv, RNN input and output ones. */
 #define DS_PT_MAX_ENTRIES (DS_MAX_TENSORS + DS_MAX_CONV + DS_MAX_RNN + 1)
 
+/* Whether cfg is of a family deepspeech.pytorch cannot build (DS1's graph:
+ * context windows, FC layers before the RNN, no conv layers, an output FC
+ * with a bias or without BatchNorm): its state_dict keys are then dstrain's
+ * own tensor names, unchanged in shape. */
+int ds_pt_own_names(const ds_model_cfg *cfg);
+
 /* The entries of m in state_dict order (e [DS_PT_MAX_ENTRIES]), every
- * dstrain tensor in exactly one. A model with hidden FC layers (fc_hidden)
- * is refused, naming the layer: deepspeech.pytorch has none. */
+ * dstrain tensor in exactly one: deepspeech.pytorch's keys, or dstrain's own
+ * names (ds_pt_own_names). A DeepSpeech2 model with hidden FC layers
+ * (fc_hidden) is refused, naming the layer: deepspeech.pytorch has none. */
 ds_status ds_pt_layout(const ds_model *m, ds_pt_entry *e, int *n);
 
 /* dst [e->count] in PyTorch's order = src [e->src->count] in dstrain's, and

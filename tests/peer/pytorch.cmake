@@ -1,5 +1,6 @@
 # dstrain export/import --pytorch against real torch (/usr/bin/python3's):
-#   pytorch_export     trained models exported, torch.load-ed (weights_only too) into
+#   pytorch_export     trained models exported (DS1: under dstrain's names, into
+#                      bench/pytorch_ds2.py's DeepSpeech1), torch.load-ed (weights_only too) into
 #                      a re-creation of deepspeech.pytorch's DeepSpeech (strict) and into
 #                      the peer model; their eval logits against dstrain's (pt_logits_dump)
 #   pytorch_roundtrip  torch-initialised DeepSpeech state_dicts (float32/64/16, protocol

@@ -21,6 +21,10 @@ export     small models trained a few steps by dstrain (bidirectional LSTM,
            here about 1.3e-6 (float32, some 20 ulps) and 1.3e-15 (float64), so
            the tolerance leaves 15x and 10^4x room while a wrong mapping
            (conv axes not swapped, say) differs by 50% of the logits.
+           DS1's graph (no deepspeech.pytorch counterpart) exports under
+           dstrain's own names: loaded into bench/pytorch_ds2.py's DeepSpeech1
+           and the peer model, eval logits = dstrain's; imported back, every
+           tensor bit for bit.
 roundtrip  state_dicts of a torch-initialised DeepSpeech (BatchNorm statistics
            and counters set off their defaults) in float32, float64 and float16,
            protocol 2 and 4, bare and inside a Lightning-style dict, with
@@ -60,6 +64,8 @@ except ImportError as e:  # declared dependencies: fail, never skip
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepspeech_ref  # noqa: E402
 import peer_model  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import pytorch_ds2  # noqa: E402
 
 TOL = {torch.float32: 2e-5, torch.float64: 1e-11}
 FAILURES = []
@@ -250,9 +256,72 @@ def export_case(tmp, name, c, precision, seed, args):
           % (name, err2))
 
 
+# DS1's graph: no deepspeech.pytorch counterpart, so its state_dict keys are
+# dstrain's own names, for bench/pytorch_ds2.py's DeepSpeech1
+DS1 = {"name": "ds1x", "n_features": 12, "n_classes": 29, "context": 2, "fc_pre": [10, 8],
+       "rnn": {"type": "lstm", "hidden": 6, "layers": 1, "bidirectional": False},
+       "fc_hidden": [7], "dropout": 0.1, "output": {"batch_norm": False, "bias": True}}
+
+
+def export_ds1(tmp, precision, seed, args):
+    """export: dstrain's names and shapes, loadable into DeepSpeech1 and the
+    peer model, whose eval logits are dstrain's; import of that file gives
+    back every tensor bit for bit."""
+    name = "ds1_" + precision
+    dtype = torch.float64 if precision == "fp64" else torch.float32
+    c = dict(DS1, name=name)
+    ckpt = train(tmp, c, precision, seed, args.dstrain)
+    out = os.path.join(tmp, name + ".pt")
+    p = run([args.dstrain, "export", "--pytorch", ckpt, out], 0, name + ": dstrain export")
+    if p.returncode:
+        return
+    check("dstrain's own tensor names" in p.stderr, "%s: export notes the names are dstrain's" % name)
+    sd = torch.load(out, weights_only=True)
+    model = pytorch_ds2.build_model(c).to(dtype).eval()
+    mine_p, mine_s = model.dstrain_names()
+    check(list(sd) == list(mine_p) + list(mine_s) and all(v.dtype == dtype for v in sd.values()),
+          "%s: the keys are dstrain's names in table order, %s: %s" % (name, dtype, list(sd)))
+    try:
+        model.load_dstrain({k: sd[k] for k in mine_p}, {k: sd[k] for k in mine_s})
+    except (KeyError, ValueError) as e:
+        check(False, "%s: load into DeepSpeech1: %s" % (name, e))
+        return
+    dump = os.path.join(tmp, name + "-logits.h5")
+    run([args.logits_dump, "--checkpoint", ckpt, "--batch", 4, "--frames", 120, "--seed",
+         seed + 100, "--out", dump], 0, name + ": pt_logits_dump")
+    with h5py.File(dump, "r") as f:
+        feats = torch.as_tensor(f["batch/features"][()]).to(dtype)
+        lengths = [int(v) for v in f["batch/lengths"][()]]
+        ours = torch.as_tensor(f["out/logits"][()]).to(dtype)
+        out_len = [int(v) for v in f["out/out_lengths"][()]]
+    with torch.no_grad():
+        theirs, _ = model(feats, torch.tensor(lengths, dtype=torch.int64))
+    err, mag = max_err(ours, theirs, out_len)
+    tol = TOL[dtype] * (mag if mag > 0 else 1.0)
+    check(err <= tol, "%s: DeepSpeech1's eval logits = dstrain's: max |diff| %.3g (tolerance %.3g)"
+          % (name, err, tol))
+    peer = peer_model.PeerModel(c).to(dtype).eval()
+    peer.load_peer({k: sd[k] for k in mine_p}, {k: sd[k] for k in mine_s})
+    with torch.no_grad():
+        plog, _ = peer(feats, lengths)
+    err2, _ = max_err(ours, plog, out_len)
+    check(err2 <= tol, "%s: the peer model = dstrain: max |diff| %.3g" % (name, err2))
+    # import it back: the same tensors, bit for bit, under the same names
+    back_h5, back_pt = os.path.join(tmp, name + "-back.h5"), os.path.join(tmp, name + "-back.pt")
+    run([args.dstrain, "import", "--pytorch", out, back_h5, "--config", write_cfg(tmp, c),
+         "--precision", precision], 0, name + ": dstrain import")
+    run([args.dstrain, "export", "--pytorch", back_h5, back_pt], 0, name + ": export again")
+    if os.path.exists(back_pt):
+        again = torch.load(back_pt, weights_only=True)
+        check(list(again) == list(sd) and all(bits_equal(again[k], sd[k]) for k in sd),
+              "%s: import then export gives every tensor back bit for bit" % name)
+
+
 def part_export(tmp, args):
     for name, c, precision, seed in EXPORT_CASES:
         export_case(tmp, name, c, precision, seed, args)
+    for precision, seed in (("fp32", 41), ("fp64", 42)):
+        export_ds1(tmp, precision, seed, args)
 
 
 # ---------------------------------------------------------------- part b: round trip
