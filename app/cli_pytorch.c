@@ -12,6 +12,7 @@
 #include "flags.h"
 #include "convert.h"
 #include "pt_layout.h"
+#include "feature.h"
 #include "file.h"
 #include "pt_file.h"
 
@@ -322,15 +323,22 @@ static ds_status run_import(const char *in, const char *out, const ds_model_cfg 
     DS_TRY_GOTO(st, ds_pt_load(in, 0, &d, &wrapped), done);
     DS_TRY_GOTO(st, fill_model(in, m, e, n, &d, &step), done);
     ds_ckpt_info info = {.step = step, .feat = ds_feature_defaults(), .norm = DS_NORM_UTTERANCE};
+    /* the file holds weights only: the inputs are deepspeech.pytorch's, or for
+     * DS1's graph (dstrain's own names) MFCC of the model's width, as DS1 takes */
+    const int own = ds_pt_own_names(cfg);
+    if (own && cfg->n_features <= DS_MFCC_N_MELS) {
+        info.feat.type = DS_FEAT_MFCC;
+        info.feat.n_mfcc = cfg->n_features;
+    }
     DS_TRY_GOTO(st, ds_checkpoint_save(out, m, NULL, &info), done);
     printf("%s: %d tensors%s -> %s: model %s, %zu parameters, %s, step %ld; inputs as "
-           "deepspeech.pytorch's: %s, %d features, per-utterance normalisation\n", in, d.n,
+           "%s: %s, %d features, per-utterance normalisation\n", in, d.n,
            wrapped ? " (its \"state_dict\" entry)" : "", out, cfg->name, ds_model_param_count(m),
-           ds_dtype_name(dt), step, ds_feature_type_name(info.feat.type),
-           ds_feature_dim(&info.feat));
+           ds_dtype_name(dt), step, own ? "assumed for DS1" : "deepspeech.pytorch's",
+           ds_feature_type_name(info.feat.type), ds_feature_dim(&info.feat));
     if (ds_feature_dim(&info.feat) != cfg->n_features)
         fprintf(stderr, "dstrain import: note: model %s takes %d features, not the %d of "
-                        "deepspeech.pytorch's spectrogram recorded in %s: eval on a feature "
+                        "the features recorded in %s: eval on a feature "
                         "file of %d works, transcribe does not\n", cfg->name, cfg->n_features,
                 ds_feature_dim(&info.feat), out, cfg->n_features);
 done:

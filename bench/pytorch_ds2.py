@@ -174,6 +174,10 @@ class Lookahead(nn.Module):
 class DeepSpeech2(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        for k in ("context", "fc_pre", "dropout", "output"):
+            if cfg.get(k):
+                raise ValueError("pytorch_ds2's DeepSpeech2 has no %r (DS1's stages: DeepSpeech1 "
+                                 "takes them without conv layers)" % k)
         self.cfg = cfg
         eps = float(cfg.get("bn_eps", 1e-5))
         mom = float(cfg.get("bn_momentum", 0.1))

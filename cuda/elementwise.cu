@@ -135,6 +135,8 @@ static ds_status dropout_launch(ds_ctx *ctx, size_t n, double p, const ds_dropou
 {
     if (!(p >= 0 && p < 1))
         return DS_FAIL(DS_ERR_ARG, "dropout: probability %g outside [0, 1)", p);
+    if ((uint64_t)n > DS_DROPOUT_MAX_ELEMS)
+        return DS_FAIL(DS_ERR_ARG, "dropout: %zu elements, more than the mask numbers (2^34)", n);
     if (n == 0)
         return DS_OK;
     const size_t blocks = (n + 3) / 4;

@@ -252,9 +252,10 @@ int ds_pt_stock_notes(const ds_model_cfg *c, char *buf, size_t cap)
     if (cap)
         buf[0] = '\0';
     if (ds_pt_own_names(c)) {
-        note(&o, "a DS1-style model (context windows or FC layers before the RNN) has no "
-                 "deepspeech.pytorch counterpart: its keys are dstrain's own tensor names, as "
-                 "bench/pytorch_ds2.py's DeepSpeech1 loads them (load_dstrain)");
+        note(&o, "a model of DS1's stages (context windows, FC layers before the RNN, an output "
+                 "FC with a bias or without BatchNorm, no conv layers) has no deepspeech.pytorch "
+                 "counterpart: its keys are dstrain's own tensor names (bench/pytorch_ds2.py's "
+                 "DeepSpeech1 loads DS1's graph by them, load_dstrain)");
         return o.n;
     }
     if (!stock_convs(c))

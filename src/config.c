@@ -211,6 +211,11 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
     DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_hidden"), "fc_hidden",
                              source, &out->n_fc, out->fc_hidden), free_root);
     DS_TRY_GOTO(st, get_double(root, "dropout", 0, 0, 0.95, source, &out->dropout), free_root);
+    if (out->dropout > 0 && !out->n_fc_pre && !out->n_fc) {
+        st = DS_FAIL(DS_ERR_ARG, "%s: dropout %g follows FC layers (fc_pre, fc_hidden): this "
+                                 "config has none, so it would drop nothing", source, out->dropout);
+        goto free_root;
+    }
     DS_TRY_GOTO(st, parse_output(cJSON_GetObjectItemCaseSensitive(root, "output"), source, out), free_root);
     DS_TRY_GOTO(st, get_double(root, "bn_eps", 1e-5, 0, 1, source, &out->bn_eps), free_root);
     DS_TRY_GOTO(st, get_double(root, "bn_momentum", 0.1, 0, 1, source, &out->bn_momentum), free_root);

@@ -39,6 +39,9 @@ static inline DS_HOST_DEVICE void ds_dropout_philox(const uint32_t ctr[4], const
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+/* Elements one mask numbers: 2^32 Philox blocks of 4. */
+#define DS_DROPOUT_MAX_ELEMS ((uint64_t)1 << 34)
+
 /* The threshold a draw is compared with: floor(p * 2^24), p in [0, 1). */
 static inline DS_HOST_DEVICE uint32_t ds_dropout_threshold(double p)
 {

@@ -38,9 +38,9 @@
 
 #define DS_MAX_RNN 32
 /* Tensors of the largest valid config: per conv layer weight, bias and BN
- * (4); per RNN layer BN (2) and 4 per direction; lookahead; 2 per hidden FC;
- * output BN and FC (3). */
-#define DS_MAX_TENSORS (4 * DS_MAX_CONV + 10 * DS_MAX_RNN + 1 + 2 * DS_MAX_FC + 3)
+ * (4); 2 per FC layer before the RNN; per RNN layer BN (2) and 4 per
+ * direction; lookahead; 2 per hidden FC; output BN, FC and its bias (4). */
+#define DS_MAX_TENSORS (4 * DS_MAX_CONV + 2 * DS_MAX_FC + 10 * DS_MAX_RNN + 1 + 2 * DS_MAX_FC + 4)
 
 /* A named tensor of a flat buffer. */
 typedef struct {

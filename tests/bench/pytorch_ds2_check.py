@@ -197,7 +197,9 @@ def equal_lengths_train(name, cfg, seed):
     worst = max((rel(ref["grads/" + k], p.grad.numpy(), floor(k)), k) for k, p in mine_p.items())
     check(worst[0] < TOL, "%s: %d gradients, worst %s rel %.1e"
           % (name, len(mine_p), worst[1], worst[0]))
-    if not mine_s:   # no BatchNorm (DS1's graph): no running statistics to compare
+    if not mine_s:   # no BatchNorm (DS1's graph): the reference has no statistics either
+        check(not any(k.startswith("state_after/") for k in ref),
+              "%s: no running statistics on either side" % name)
         return
     worst = max((rel(ref["state_after/" + k], s.numpy()), k) for k, s in mine_s.items())
     check(worst[0] < TOL, "%s: %d running stats after the step, worst %s rel %.1e"

@@ -49,6 +49,12 @@ sys.exit(0 if same and differs else 1)
 PY
 then ok; else bad "resume with dropout not exact, or dropout had no effect"; fi
 
+# ---- exported and imported back, it records DS1's inputs: 26 MFCC
+"$bin" export --pytorch once/step-00000006.h5 ds1.pt >/dev/null 2>&1 || bad "export"
+"$bin" import --pytorch ds1.pt imported.h5 --model ds1-small >import.out 2>&1 || bad "import: $(cat import.out)"
+if "$bin" info imported.h5 2>&1 | grep -q "features mfcc (26)"; then ok
+else bad "imported DS1 checkpoint does not record 26 MFCC: $("$bin" info imported.h5 2>&1 | head -1)"; fi
+
 # ---- the preset's size: v0.2.0's count, 47,224,861 with TensorFlow's one LSTM
 # bias, plus the second bias vector (4 x 2048) that PyTorch's and cuDNN's LSTM keep
 n=$("$bin" info ds1 | sed -nE 's/^model ds1: ([0-9]+) parameters/\1/p')
@@ -69,6 +75,7 @@ refused output "{\"n_features\":26,\"context\":9,\"output\":{\"bias\":true,\"nor
 refused fc_pre "{\"n_features\":26,\"fc_pre\":[8,0],$rnn}" "fc_pre\[1\] must be an integer"
 refused rnn-field "{\"n_features\":26,\"context\":2,\"rnn\":{\"type\":\"lstm\",\"hidden\":8,\"layers\":1,\"bidir\":true}}" "rnn.bidir is not a field"
 refused no-input "{\"n_features\":26,$rnn}" "conv must be an array"
+refused dropout-nowhere "{\"n_features\":26,\"context\":2,\"dropout\":0.1,$rnn}" "dropout 0.1 follows FC layers"
 
 echo "test_ds1: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -50,6 +50,13 @@ static const gc_case cases[] = {
      "\"rnn\":{\"type\":\"lstm\",\"hidden\":4,\"layers\":1,\"bidirectional\":false},"
      "\"fc_hidden\":[4],\"dropout\":0.3,\"output\":{\"batch_norm\":false,\"bias\":true}}",
      1},
+    /* conv maps into FC layers before the RNN: fc_pre's first input gradient
+     * goes back through conv_to_seq into the conv stack */
+    {"conv into fc_pre, dropout, train",
+     "{\"name\":\"gc7\",\"n_features\":8,\"conv\":["
+     "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":3,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":1,\"pad_freq\":1}],"
+     "\"fc_pre\":[5],\"dropout\":0.2,\"rnn\":{\"type\":\"gru\",\"hidden\":4,\"layers\":1,\"bidirectional\":true}}",
+     1},
     {"frames into fc_pre, gru, eval",
      "{\"name\":\"gc6\",\"n_features\":6,\"fc_pre\":[5],\"dropout\":0.5,"
      "\"rnn\":{\"type\":\"gru\",\"hidden\":4,\"layers\":2,\"bidirectional\":true}}",
