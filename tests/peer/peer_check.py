@@ -109,7 +109,9 @@ CASES = [
     # DS1's graph: context windows, FC layers before a unidirectional LSTM,
     # dropout (in training: the peer draws the masks with its own Philox),
     # an output FC with a bias and no BatchNorm
-    ("ds1_ctx_drop_f64_train", _ds1("p14", 12, 2, [10, 8], 6, [7], 0.25), "f64", "train", 3, 40, 31),
+    # (a key with every field set: seed past 32 bits, a step, a rank)
+    ("ds1_ctx_drop_f64_train", _ds1("p14", 12, 2, [10, 8], 6, [7], 0.25), "f64", "train", 3, 40, 31,
+     ["--dropout-key", "81985529216486895,12345,3"]),
     ("ds1_ctx_drop_f32_train", _ds1("p15", 12, 2, [10, 8], 6, [7], 0.25), "f32", "train", 3, 40, 32),
     ("ds1_ctx_f64_eval", _ds1("p16", 10, 3, [9], 5, [], 0.3), "f64", "eval", 4, 32, 33),
     ("frames_fc_pre_bi_gru_f64_train",
@@ -140,6 +142,9 @@ def load_dump(path):
         d["config"] = json.loads(_attr_str(f.attrs["config"]))
         d["dtype"] = _attr_str(f.attrs["dtype"])
         d["mode"] = _attr_str(f.attrs["mode"])
+        # dropout's key (seed, step, part); older dumps had none: all zero
+        d["dropout_key"] = tuple(int(v) for v in _attr_str(f.attrs["dropout_key"]).split(",")) \
+            if "dropout_key" in f.attrs else (0, 0, 0)
         for g in d:
             if isinstance(d[g], dict) and g != "config" and g in f:
                 for name, ds in f[g].items():
@@ -233,7 +238,7 @@ def check_dump(d, case):
     try:
         ref = peer_model.reference(cfg, tdt, train, d["params"], d["state"],
                                    b["features"], b["lengths"], b["labels"],
-                                   b["label_lengths"])
+                                   b["label_lengths"], drop_key=d.get("dropout_key", (0, 0, 0)))
     finally:
         torch.set_default_dtype(prev)
 

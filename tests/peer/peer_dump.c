@@ -35,12 +35,15 @@ typedef struct {
     ds_dtype dt;
     int train, batch, frames, impossible;
     unsigned long long seed;
+    unsigned long long drop_seed;   /* dropout's key (--dropout-key SEED,STEP,PART) */
+    unsigned drop_step, drop_part;
 } opts;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: peer_dump --config FILE.json --dtype f32|f64 --mode train|eval "
-               "--batch N --frames T --seed S --out FILE.h5 [--impossible] [--backend NAME]\n");
+               "--batch N --frames T --seed S --out FILE.h5 [--impossible] [--backend NAME] "
+               "[--dropout-key SEED,STEP,PART]\n");
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -48,8 +51,8 @@ static int parse(int argc, char **argv, opts *o)
     static const struct option lo[] = {
         {"config", 1, 0, 'c'}, {"dtype", 1, 0, 'd'}, {"mode", 1, 0, 'm'}, {"batch", 1, 0, 'b'},
         {"frames", 1, 0, 't'}, {"seed", 1, 0, 's'}, {"out", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {"impossible", 0, 0, 'i'},
-        {"backend", 1, 0, 'B'}, {0, 0, 0, 0}};
-    *o = (opts){NULL, NULL, NULL, DS_F64, 1, 3, 24, 0, 1};
+        {"backend", 1, 0, 'B'}, {"dropout-key", 1, 0, 'k'}, {0, 0, 0, 0}};
+    *o = (opts){NULL, NULL, NULL, DS_F64, 1, 3, 24, 0, 1, 0, 0, 0};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -62,6 +65,12 @@ static int parse(int argc, char **argv, opts *o)
         case 'o': o->out = optarg; break;
         case 'i': o->impossible = 1; break;
         case 'B': o->backend = optarg; break;
+        case 'k':
+            if (sscanf(optarg, "%llu,%u,%u", &o->drop_seed, &o->drop_step, &o->drop_part) != 3) {
+                fprintf(stderr, "peer_dump: --dropout-key wants SEED,STEP,PART, not %s\n", optarg);
+                return -1;
+            }
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -155,11 +164,15 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "config", json), out);
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "dtype", ds_dtype_name(o->dt)), out);
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "mode", o->train ? "train" : "eval"), out);
+    char key[80];
+    snprintf(key, sizeof key, "%llu,%u,%u", o->drop_seed, o->drop_step, o->drop_part);
+    DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "dropout_key", key), out);
     DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "params", DS_PARAMS), out);
     DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS), out);
     DS_TRY_GOTO(st, put_batch(f, &b, o->dt), out);
 
     DS_TRY_GOTO(st, ds_model_set_batch(m, &b), out);
+    ds_model_set_dropout_key(m, o->drop_seed, o->drop_step, o->drop_part);
     DS_TRY_GOTO(st, ds_model_zero_grad(m), out);
     DS_TRY_GOTO(st, ds_model_forward(m, o->train), out);
     ds_loss loss;

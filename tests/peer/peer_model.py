@@ -370,12 +370,14 @@ def ctc_losses(logits, labels, out_lengths, label_lengths):
     return loss, per
 
 
-def reference(cfg, dtype, train, params, state, features, lengths, labels, label_lengths):
+def reference(cfg, dtype, train, params, state, features, lengths, labels, label_lengths,
+              drop_key=(0, 0, 0)):
     """Runs the torch peer on one batch; returns a dict of numpy arrays:
     loss [1], losses [N], logits [T'][N][C], out_lengths [N],
     grads/<name>, state_after/<name>."""
     torch.manual_seed(0)
     model = PeerModel(cfg).to(dtype)
+    model.drop_key = tuple(drop_key)   # seed, step, part: as the C side's dump says
     model.load_peer(params, state)
     model.train(train)
     feats = torch.as_tensor(features).to(dtype)
