@@ -93,6 +93,21 @@ size_t p_at(const ds_view *v, int i, int ch, long p)
     return (size_t)(i * v->sn + ch * v->sc + p * v->sp);
 }
 
+void p_ragged_views(p_ragged out[P_RAGGED])
+{
+    /* conv maps: 3 utterances of t=6 frames x f=4 bins, one of a single frame */
+    static const int map_len[] = {6, 3, 1};
+    /* sequences: unsorted lengths, none reaching t=8 */
+    static const int seq_len[] = {5, 7, 1, 4};
+    /* model-sized: the conv map after the first layer, the sequence of a layer */
+    static const int big_map_len[] = {50, 31, 1, 44};
+    static const int big_seq_len[] = {23, 60, 1, 57, 40, 60, 12, 33};
+    out[0] = (p_ragged){"map n3 c2 t6 f4", p_map_view(3, 2, 6, 4), map_len};
+    out[1] = (p_ragged){"seq t8 n4 c5", p_seq_view(4, 5, 8), seq_len};
+    out[2] = (p_ragged){"map n4 c16 t50 f41", p_map_view(4, 16, 50, 41), big_map_len};
+    out[3] = (p_ragged){"seq t60 n8 c96", p_seq_view(8, 96, 60), big_seq_len};
+}
+
 /* ---- side memory ---- */
 
 ds_dtype p_dtype(const p_side *s, p_role r)

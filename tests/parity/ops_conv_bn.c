@@ -355,19 +355,12 @@ static void bn_backward_cases(const bn_fix *f)
 
 static void bn_all(void)
 {
-    /* conv maps: 3 utterances of t=6 frames x f=4 bins, one of a single frame */
-    static const int map_len[] = {6, 3, 1};
-    /* sequences: unsorted lengths, none reaching t=8 (a padded last frame) */
-    static const int seq_len[] = {5, 7, 1, 4};
-    /* model-sized: the conv map after the first layer, the sequence of a layer */
-    static const int big_map_len[] = {50, 31, 1, 44};
-    static const int big_seq_len[] = {23, 60, 1, 57, 40, 60, 12, 33};
-    bn_fix fixes[4];
-    /* one after the other: initialisers are not sequenced, the draws must be */
-    fixes[0] = bn_fixture("map n3 c2 t6 f4", p_map_view(3, 2, 6, 4), map_len);
-    fixes[1] = bn_fixture("seq t8 n4 c5", p_seq_view(4, 5, 8), seq_len);
-    fixes[2] = bn_fixture("map n4 c16 t50 f41", p_map_view(4, 16, 50, 41), big_map_len);
-    fixes[3] = bn_fixture("seq t60 n8 c96", p_seq_view(8, 96, 60), big_seq_len);
+    p_ragged r[P_RAGGED];
+    p_ragged_views(r);
+    bn_fix fixes[P_RAGGED];
+    /* one after the other, in order: the fixtures' draws are sequenced */
+    for (int i = 0; i < P_RAGGED; i++)
+        fixes[i] = bn_fixture(r[i].name, r[i].v, r[i].len);
     for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
         bn_forward_cases(&fixes[i]);
         bn_backward_cases(&fixes[i]);

@@ -73,45 +73,31 @@ static void hardtanh_all(void)
 
 /* ---- mask ---- */
 
-typedef struct {
-    ds_view v;
-    const int *len;     /* [v.n] */
-} mask_arg;
-
 /* buf: len [n], x [view v] (padding zeroed in place). */
 static ds_status call_mask(const p_side *s, void *const *buf, const void *arg)
 {
-    const mask_arg *a = arg;
+    const p_ragged *a = arg;
     return s->ops->mask(s->ctx, &a->v, buf[0], buf[1]);
 }
 
 /* Random values everywhere, padding too: the op must zero exactly the
  * positions past each utterance's length. */
-static void mask_case(const char *name, const mask_arg *a)
+static void mask_case(const p_ragged *a)
 {
     const size_t nx = (size_t)a->v.n * a->v.c * a->v.p;
-    p_case m = {"mask", name, .call = call_mask, .arg = a};
+    p_case m = {"mask", a->name, .call = call_mask, .arg = a};
     p_add_ints(&m, "len", a->v.n, a->len);
     p_add(&m, "x", P_COMPUTE, P_ACC, nx, p_rand(P_COMPUTE, nx, -1, 2));
     p_run(&m);
 }
 
-/* The BatchNorm cases' views (ops_conv_bn.c): small and model-sized conv
- * maps with an utterance of one frame, sequences with unsorted lengths none
- * of which reaches t. */
+/* On the BatchNorm cases' views (p_ragged_views). */
 static void mask_all(void)
 {
-    static const int map_len[] = {6, 3, 1}, seq_len[] = {5, 7, 1, 4};
-    static const int big_map_len[] = {50, 31, 1, 44};
-    static const int big_seq_len[] = {23, 60, 1, 57, 40, 60, 12, 33};
-    const mask_arg cases[] = {{p_map_view(3, 2, 6, 4), map_len},
-                              {p_seq_view(4, 5, 8), seq_len},
-                              {p_map_view(4, 16, 50, 41), big_map_len},
-                              {p_seq_view(8, 96, 60), big_seq_len}};
-    const char *names[] = {"map n3 c2 t6 f4", "seq t8 n4 c5", "map n4 c16 t50 f41",
-                           "seq t60 n8 c96"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        mask_case(names[i], &cases[i]);
+    p_ragged r[P_RAGGED];
+    p_ragged_views(r);
+    for (int i = 0; i < P_RAGGED; i++)
+        mask_case(&r[i]);
 }
 
 /* ---- dropout and the residual sum ---- */

@@ -90,6 +90,18 @@ ds_view p_seq_view(int n, int c, int t);
 /* The element (i, ch, p) of view v. */
 size_t p_at(const ds_view *v, int i, int ch, long p);
 
+/* A view with ragged lengths [v.n], named. */
+typedef struct {
+    const char *name;
+    ds_view v;
+    const int *len;
+} p_ragged;
+#define P_RAGGED 4
+/* The views mask and BatchNorm are checked on: small and model-sized conv
+ * maps with an utterance of one frame, sequences with unsorted lengths none
+ * of which reaches t (a padded last frame). */
+void p_ragged_views(p_ragged out[P_RAGGED]);
+
 /* Stops the run (exit 2): a harness or reference failure, not a parity one. */
 void p_fatal(ds_status s, const char *what);
 
