@@ -3,6 +3,17 @@
 
 static int window_out(int n, int k, int s, int p) { return n + 2 * p < k ? 0 : (n + 2 * p - k) / s + 1; }
 
+/* A residual branch's 1x1 conv from layer src's channels into layer i's. */
+static double residual_fwd(const ds_model_cfg *cfg, int i, int t, int fo)
+{
+    int src[DS_MAX_RES];
+    const int n = ds_config_residual_sources(cfg, i, src);
+    double f = 0;
+    for (int r = 0; r < n; r++)
+        f += 2.0 * cfg->conv[i].channels * t * fo * cfg->conv[src[r]].channels;
+    return f;
+}
+
 /* Forward FLOPs of one utterance of t input frames; *first_conv gets the
  * first conv's share (its backward has no input gradient). */
 static double utterance_fwd(const ds_model_cfg *cfg, int t, double *first_conv)
@@ -11,12 +22,12 @@ static double utterance_fwd(const ds_model_cfg *cfg, int t, double *first_conv)
     int fi = cfg->n_features, ci = 1;
     for (int i = 0; i < cfg->n_conv; i++) {
         const ds_conv_cfg *c = &cfg->conv[i];
-        t = window_out(t, c->kernel_time, c->stride_time, c->pad_time);
+        t = ds_config_conv_frames(c, t);
         const int fo = window_out(fi, c->kernel_freq, c->stride_freq, c->pad_freq);
         const double conv = 2.0 * c->channels * t * fo * ci * c->kernel_time * c->kernel_freq;
         if (i == 0)
             *first_conv = conv;
-        f += conv;
+        f += conv + residual_fwd(cfg, i, t, fo);
         fi = fo;
         ci = c->channels;
     }
@@ -32,7 +43,7 @@ static double utterance_fwd(const ds_model_cfg *cfg, int t, double *first_conv)
     }
     for (int j = 0; j < cfg->rnn_layers; j++) {
         f += (double)dirs * t * 2.0 * G * H * (in + H);
-        in = H;
+        in = H;   /* no RNN (Jasper, Wav2Letter+): the sequence input goes on */
     }
     if (cfg->lookahead > 0)
         f += 2.0 * t * H * cfg->lookahead;

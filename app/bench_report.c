@@ -93,7 +93,7 @@ static void add_kernels(cJSON *o, const ds_bench_result *r, int steps)
 cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
 {
     cJSON *o = cJSON_CreateObject();
-    char cfg[8192];
+    char cfg[DS_CONFIG_JSON_MAX];
     cJSON_AddStringToObject(o, "model", c->run.model.name);
     cJSON_AddStringToObject(o, "device", c->run.device);
     cJSON_AddStringToObject(o, "precision", ds_bench_precision_name(c->run.precision));

@@ -37,9 +37,23 @@ static void describe(const ds_model_cfg *c)
         const ds_conv_cfg *k = &c->conv[i];
         int fo = (f + 2 * k->pad_freq - k->kernel_freq) / k->stride_freq + 1;
         printf("  conv[%d]: %d -> %d channels, kernel %dx%d (time x freq), stride %dx%d, "
-               "padding %dx%d, %d -> %d bins, BatchNorm, Hardtanh(0,20)\n",
-               i, ch, k->channels, k->kernel_time, k->kernel_freq, k->stride_time, k->stride_freq,
-               k->pad_time, k->pad_freq, f, fo);
+               "padding %dx%d, %d -> %d bins", i, ch, k->channels, k->kernel_time, k->kernel_freq,
+               k->stride_time, k->stride_freq, k->pad_time, k->pad_freq, f, fo);
+        if (k->dilation_time > 1)
+            printf(", dilation %d", k->dilation_time);
+        if (k->no_bias)
+            printf(", no bias");
+        int src[DS_MAX_RES];
+        const int n_res = ds_config_residual_sources(c, i, src);
+        printf(", BatchNorm");
+        for (int r = 0; r < n_res; r++)
+            printf("%s conv[%d]'s output", r ? "," : ", + 1x1 conv and BatchNorm of", src[r]);
+        printf(", %s", k->relu ? "ReLU" : "Hardtanh(0,20)");
+        if (k->dropout > 0)
+            printf(", dropout %g", k->dropout);
+        if (k->block)
+            printf(" (block %d)", k->block);
+        printf("\n");
         f = fo;
         ch = k->channels;
     }
@@ -56,15 +70,20 @@ static void describe(const ds_model_cfg *c)
         printf("  fc_pre[%d]: %d -> %d, Hardtanh(0,20)%s\n", k, width, c->fc_pre[k], drop);
         width = c->fc_pre[k];
     }
-    printf("  rnn: %d x %s%s %d (input %d)%s\n", c->rnn_layers, c->bidirectional ? "bi-" : "",
-           ds_config_cell_name(c->cell), c->hidden, width,
-           c->bidirectional ? ", directions summed" : "");
+    if (c->rnn_layers) {
+        printf("  rnn: %d x %s%s %d (input %d)%s\n", c->rnn_layers, c->bidirectional ? "bi-" : "",
+               ds_config_cell_name(c->cell), c->hidden, width,
+               c->bidirectional ? ", directions summed" : "");
+        width = c->hidden;
+    }
     if (!c->bidirectional && c->lookahead)
         printf("  lookahead: context %d, Hardtanh(0,20)\n", c->lookahead);
     for (int k = 0; k < c->n_fc; k++)
         printf("  fc_hidden[%d]: %d, Hardtanh(0,20)%s\n", k, c->fc_hidden[k], drop);
-    printf("  output: %sFC to %d classes (%s), CTC\n", c->out_bn ? "BatchNorm, " : "", c->n_classes,
-           c->out_bias ? "with bias" : "no bias");
+    if (c->n_fc)
+        width = c->fc_hidden[c->n_fc - 1];
+    printf("  output: %sFC %d to %d classes (%s), CTC\n", c->out_bn ? "BatchNorm, " : "", width,
+           c->n_classes, c->out_bias ? "with bias" : "no bias");
 }
 
 /* A feature file or a checkpoint, told apart by the format attribute. */

@@ -118,7 +118,7 @@ static ds_status run_export(const char *ckpt, const char *out)
     printf("%s: model %s (%zu parameters, step %ld) -> %s: %d tensors, %s, %s\n", ckpt,
            cfg.name, ds_model_param_count(m), info.step, out, d.n,
            ds_pt_dtype_name(out_dt),
-           ds_pt_own_names(&cfg) ? "dstrain's tensor names (DeepSpeech1 of bench/pytorch_ds2.py)"
+           ds_pt_own_names(&cfg) ? "dstrain's tensor names (bench/pytorch_ds2.py's twins load them)"
                                  : "deepspeech.pytorch DeepSpeech layout");
 done:
     free(tmp);
@@ -323,18 +323,25 @@ static ds_status run_import(const char *in, const char *out, const ds_model_cfg 
     DS_TRY_GOTO(st, ds_pt_load(in, 0, &d, &wrapped), done);
     DS_TRY_GOTO(st, fill_model(in, m, e, n, &d, &step), done);
     ds_ckpt_info info = {.step = step, .feat = ds_feature_defaults(), .norm = DS_NORM_UTTERANCE};
-    /* the file holds weights only: the inputs are deepspeech.pytorch's, or for
-     * DS1's graph (dstrain's own names) MFCC of the model's width, as DS1 takes */
+    /* the file holds weights only: the inputs are deepspeech.pytorch's; for
+     * DS1's graph MFCC of the model's width, as DS1 takes; for the
+     * convolution-only families (Jasper, Wav2Letter+) log-mel of its width */
     const int own = ds_pt_own_names(cfg);
-    if (own && cfg->n_features <= DS_MFCC_N_MELS) {
+    const char *assumed = "deepspeech.pytorch's";
+    if (own && !cfg->rnn_layers && cfg->n_conv) {
+        info.feat.type = DS_FEAT_LOGMEL;
+        info.feat.n_mels = cfg->n_features;
+        assumed = "assumed for Jasper and Wav2Letter+";
+    } else if (own && cfg->n_features <= DS_MFCC_N_MELS) {
         info.feat.type = DS_FEAT_MFCC;
         info.feat.n_mfcc = cfg->n_features;
+        assumed = "assumed for DS1";
     }
     DS_TRY_GOTO(st, ds_checkpoint_save(out, m, NULL, &info), done);
     printf("%s: %d tensors%s -> %s: model %s, %zu parameters, %s, step %ld; inputs as "
            "%s: %s, %d features, per-utterance normalisation\n", in, d.n,
            wrapped ? " (its \"state_dict\" entry)" : "", out, cfg->name, ds_model_param_count(m),
-           ds_dtype_name(dt), step, own ? "assumed for DS1" : "deepspeech.pytorch's",
+           ds_dtype_name(dt), step, assumed,
            ds_feature_type_name(info.feat.type), ds_feature_dim(&info.feat));
     if (ds_feature_dim(&info.feat) != cfg->n_features)
         fprintf(stderr, "dstrain import: note: model %s takes %d features, not the %d of "

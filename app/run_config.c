@@ -74,7 +74,7 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
 {
     text t = {buf, cap, 0, 0};
     buf[0] = '\0';
-    char json[8192];
+    char json[DS_CONFIG_JSON_MAX];
     DS_TRY(ds_config_to_json(&o->model, json, sizeof json));
     cJSON *root = cJSON_Parse(json);
     if (!root)

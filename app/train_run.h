@@ -5,6 +5,7 @@
 #ifndef DS_TRAIN_RUN_H
 #define DS_TRAIN_RUN_H
 
+#include "checkpoint.h"
 #include "dir_lock.h"
 #include "filter.h"
 #include "progress.h"
@@ -86,7 +87,7 @@ typedef struct {
     ds_log log;
     ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
     struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */
-    char run_config[4096];      /* the options as key=value lines (run_config.h), for checkpoints */
+    char run_config[DS_RUN_CONFIG_MAX]; /* the options as key=value lines (run_config.h), for checkpoints */
     ds_progress progress;       /* the bar (rank 0, --progress bar) */
 } run_loop;
 

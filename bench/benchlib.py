@@ -120,8 +120,51 @@ def step_stats(step_ms, global_batch, ranks=1):
 # ------------------------------------------------------------------ configs
 
 
-def conv_out_len(n, kernel, stride, pad):
-    return (n + 2 * pad - kernel) // stride + 1
+def conv_out_len(n, kernel, stride, pad, dilation=1):
+    return (n + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_layers(cfg):
+    """The config's conv layers as dstrain reads them (src/config.c): an
+    entry with "repeat": R is R layers; defaults filled in (stride 1,
+    padding 0, dilation 1, a bias, clipped ReLU, no dropout, no block); "hi"
+    the activation's upper clamp (20, or infinity for ReLU); "res": the
+    layers whose outputs the layer's residual branches read (at a block's
+    last layer: the input of its own block, or with dense_residual of every
+    block up to it)."""
+    out = []
+    for i, c in enumerate(cfg.get("conv") or []):
+        spec = {k: int(c.get(k, d)) for k, d in (
+            ("channels", 0), ("kernel_time", 0), ("kernel_freq", 0), ("stride_time", 1),
+            ("stride_freq", 1), ("pad_time", 0), ("pad_freq", 0), ("dilation_time", 1),
+            ("block", 0))}
+        act = c.get("activation", "clipped_relu")
+        if act not in ("clipped_relu", "relu"):
+            raise ValueError("conv[%d].activation %r: clipped_relu or relu" % (i, act))
+        spec.update(bias=bool(c.get("bias", True)), hi=math.inf if act == "relu" else 20.0,
+                    dropout=float(c.get("dropout", 0.0)))
+        out += [dict(spec) for _ in range(int(c.get("repeat", 1)))]
+    starts = [i for i in range(len(out))
+              if out[i]["block"] and (i == 0 or out[i]["block"] != out[i - 1]["block"])]
+    if starts and starts[0] == 0:
+        raise ValueError("conv[0].block: the first layer's input is the features, which a "
+                         "residual cannot add")
+    dense = bool(cfg.get("dense_residual", False))
+    for i, s in enumerate(out):
+        end = s["block"] and (i + 1 == len(out) or out[i + 1]["block"] != s["block"])
+        s["res"] = [b - 1 for b in starts if end and b <= i and
+                    (dense or out[b]["block"] == s["block"])]
+    return out
+
+
+def conv_frames(s, n):
+    """Frames out of conv layer s (of conv_layers) for n in (an int or an
+    int tensor): the kernel spans dilation_time (kernel_time - 1) + 1."""
+    return (n + 2 * s["pad_time"] - s["dilation_time"] * (s["kernel_time"] - 1) - 1) \
+        // s["stride_time"] + 1
+
+
+NO_RNN = {"type": "lstm", "hidden": 0, "layers": 0, "bidirectional": False}
 
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
@@ -161,12 +204,15 @@ def param_count(cfg):
     where the config asks)."""
     n = 0
     c_prev, f = 1, int(cfg["n_features"])
-    for c in cfg.get("conv", []):
+    layers = conv_layers(cfg)
+    for c in layers:
         ch = int(c["channels"])
-        n += ch * c_prev * int(c["kernel_time"]) * int(c["kernel_freq"]) + ch + 2 * ch
+        n += ch * c_prev * int(c["kernel_time"]) * int(c["kernel_freq"]) + 2 * ch
+        n += ch if c["bias"] else 0
+        n += sum(ch * layers[src]["channels"] + 2 * ch for src in c["res"])
         f = conv_out_len(f, int(c["kernel_freq"]), int(c["stride_freq"]), int(c["pad_freq"]))
         c_prev = ch
-    r = cfg["rnn"]
+    r = cfg.get("rnn", NO_RNN)
     H, G = int(r["hidden"]), GATES[r["type"]]
     dirs = 2 if r.get("bidirectional", True) else 1
     d = seq_width(cfg, c_prev, f)
@@ -180,7 +226,7 @@ def param_count(cfg):
         n += dirs * (G * H * (n_in + H) + 2 * G * H)
     if not r.get("bidirectional", True) and int(r.get("lookahead", 0)) > 0:
         n += H * int(r["lookahead"])
-    d = H
+    d = H if int(r["layers"]) else d
     for out in cfg.get("fc_hidden", []):
         n += d * int(out) + int(out)
         d = int(out)
@@ -196,7 +242,8 @@ def flops_forward(cfg, lengths):
     the first conv's share (its backward is 1x, weight gradient only).
 
     per utterance i with L_i frames at each stage:
-      conv:   2 * co * ho_i * wo * ci * kh * kw
+      conv:   2 * co * ho_i * wo * ci * kh * kw (dilated or not)
+      residual branch (1x1 conv): 2 * co * ho_i * wo * c_src
       RNN:    dirs * L_i * 2 * G * H * (in + H)   (G = 4 LSTM, 3 GRU, 1 plain)
       linear: 2 * in * out per frame (hidden FC layers and the final FC)
       lookahead (unidirectional models): 2 * H * context per frame
@@ -205,17 +252,18 @@ def flops_forward(cfg, lengths):
     total, first = 0, 0
     L = [int(v) for v in lengths]
     c_prev, f = 1, int(cfg["n_features"])
-    for k, c in enumerate(cfg.get("conv", [])):
+    layers = conv_layers(cfg)
+    for k, c in enumerate(layers):
         co, kh, kw = int(c["channels"]), int(c["kernel_time"]), int(c["kernel_freq"])
-        L = [conv_out_len(v, kh, int(c["stride_time"]), int(c["pad_time"])) for v in L]
+        L = [conv_out_len(v, kh, c["stride_time"], c["pad_time"], c["dilation_time"]) for v in L]
         wo = conv_out_len(f, kw, int(c["stride_freq"]), int(c["pad_freq"]))
         fl = sum(2 * co * h * wo * c_prev * kh * kw for h in L)
-        total += fl
+        total += fl + sum(2 * co * h * wo * layers[src]["channels"] for h in L for src in c["res"])
         if k == 0:
             first = fl
         c_prev, f = co, wo
     frames = sum(max(v, 0) for v in L)
-    r = cfg["rnn"]
+    r = cfg.get("rnn", NO_RNN)
     H, G = int(r["hidden"]), GATES[r["type"]]
     dirs = 2 if r.get("bidirectional", True) else 1
     d = seq_width(cfg, c_prev, f)
@@ -230,7 +278,7 @@ def flops_forward(cfg, lengths):
         total += dirs * frames * 2 * G * H * (n_in + H)
     if not r.get("bidirectional", True) and int(r.get("lookahead", 0)) > 0:
         total += frames * 2 * H * int(r["lookahead"])
-    d = H
+    d = H if int(r["layers"]) else d
     for out in cfg.get("fc_hidden", []):
         total += frames * 2 * d * int(out)
         d = int(out)
@@ -248,8 +296,8 @@ def flops_per_step(cfg, lengths, mode):
 
 
 def out_frames(cfg, n):
-    for c in cfg.get("conv", []):
-        n = conv_out_len(n, int(c["kernel_time"]), int(c["stride_time"]), int(c["pad_time"]))
+    for c in conv_layers(cfg):
+        n = conv_out_len(n, c["kernel_time"], c["stride_time"], c["pad_time"], c["dilation_time"])
     return n
 
 
@@ -268,8 +316,8 @@ def symbol_frames(cfg):
     """Input frames per synthetic symbol: 4 x the product of the time
     strides (data/synthetic.c)."""
     stride = 1
-    for c in cfg.get("conv", []):
-        stride *= int(c["stride_time"])
+    for c in conv_layers(cfg):
+        stride *= c["stride_time"]
     return 4 * stride
 
 

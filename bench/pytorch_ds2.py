@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""DeepSpeech2 (and DS1's graph, class DeepSpeech1) in PyTorch, benchmarked
+"""DeepSpeech2 (and DS1's graph, class DeepSpeech1; the convolution-only
+Jasper, Jasper DR and Wav2Letter+, class ConvASR) in PyTorch, benchmarked
 like `dstrain bench`.
 
 The same architecture as dstrain, built from configs/PRESET.json, with
@@ -12,7 +13,11 @@ divided by the batch size). Stock torch BatchNorm: in train mode its
 statistics include the padded frames (deepspeech.pytorch's behaviour; dstrain
 counts real frames only). Input is [N][1][T][F] and conv weights are
 [out][in][time][freq], dstrain's layout (deepspeech.pytorch puts frequency
-first; the work is the same).
+first; the work is the same). A config with conv layers and no "rnn" is
+ConvASR's: conv (dilated in time, a bias where the config keeps one) +
+BatchNorm2d (+ the 1x1 conv + BatchNorm2d residual branches at a residual
+block's last layer) + ReLU or Hardtanh(0, 20) + dropout, padding zeroed,
+then the output Linear.
 
 Protocol (as dstrain bench): synthetic batches, per configuration W warm-up
 steps left out and S timed steps; per step the wall time of zero_grad,
@@ -171,13 +176,32 @@ class Lookahead(nn.Module):
         return self.conv(y).permute(2, 0, 1)
 
 
+# conv layer fields beyond DeepSpeech2's, at the values that keep its layer
+# (conv + bias, BatchNorm, Hardtanh(0, 20)); others are ConvASR's
+DS2_CONV_PLAIN = {"dilation_time": 1, "bias": True, "activation": "clipped_relu", "dropout": 0,
+                  "block": 0}
+
+
 class DeepSpeech2(nn.Module):
+    """DeepSpeech2 as dstrain builds it: conv layers (conv + bias, BatchNorm,
+    Hardtanh(0, 20)), RNN layers, optional lookahead and hidden FC layers,
+    BatchNorm1d + Linear without bias (deepspeech.pytorch's structure; the
+    module docstring says where it differs)."""
+
     def __init__(self, cfg):
         super().__init__()
         for k in ("context", "fc_pre", "dropout", "output"):
             if cfg.get(k):
                 raise ValueError("pytorch_ds2's DeepSpeech2 has no %r (DS1's stages: DeepSpeech1 "
                                  "takes them without conv layers)" % k)
+        if not cfg.get("rnn"):
+            raise ValueError("pytorch_ds2's DeepSpeech2 needs \"rnn\" (conv layers alone: ConvASR)")
+        for i, c in enumerate(cfg["conv"]):
+            extra = [k for k, plain in DS2_CONV_PLAIN.items() if k in c and c[k] != plain]
+            if extra:
+                raise ValueError("pytorch_ds2's DeepSpeech2 has DS2's conv layers: conv[%d] "
+                                 "sets %s (ConvASR's fields, without \"rnn\")"
+                                 % (i, ", ".join(extra)))
         self.cfg = cfg
         eps = float(cfg.get("bn_eps", 1e-5))
         mom = float(cfg.get("bn_momentum", 0.1))
@@ -185,9 +209,9 @@ class DeepSpeech2(nn.Module):
         mods, specs = [], []
         c_prev, f = 1, int(cfg["n_features"])
         self.conv_specs = []
-        for c in cfg["conv"]:
-            s = {k: int(c[k]) for k in ("channels", "kernel_time", "kernel_freq", "stride_time",
-                                        "stride_freq", "pad_time", "pad_freq")}
+        for s in bl.conv_layers(cfg):
+            s = {k: s[k] for k in ("channels", "kernel_time", "kernel_freq", "stride_time",
+                                   "stride_freq", "pad_time", "pad_freq")}
             self.conv_specs.append(s)
             mods += [nn.Conv2d(c_prev, s["channels"], (s["kernel_time"], s["kernel_freq"]),
                                stride=(s["stride_time"], s["stride_freq"]),
@@ -300,8 +324,8 @@ class DeepSpeech1(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        r = cfg["rnn"]
-        if cfg.get("conv") or int(r["layers"]) != 1:
+        r = cfg.get("rnn")
+        if cfg.get("conv") or not r or int(r["layers"]) != 1:
             raise ValueError("DeepSpeech1 takes no conv layers and one RNN layer")
         self.context = int(cfg.get("context", 0))
         self.hidden = H = int(r["hidden"])
@@ -366,12 +390,161 @@ class DeepSpeech1(nn.Module):
     load_dstrain = DeepSpeech2.load_dstrain
 
 
-def build_model(cfg):
+def _keeps_shape(s):
+    return s["stride_time"] == 1 and s["stride_freq"] == 1 and \
+        2 * s["pad_time"] == s["dilation_time"] * (s["kernel_time"] - 1) and \
+        2 * s["pad_freq"] == s["kernel_freq"] - 1
+
+
+class ConvASR(nn.Module):
+    """The convolution-only families as dstrain builds them (no "rnn" in the
+    config): Jasper (residual blocks, a 1x1 conv + BatchNorm of the block's
+    input added at its last layer), Jasper DR ("dense_residual": the last
+    layer of each block adds a 1x1 conv + BatchNorm of the input of every
+    block up to it) and Wav2Letter+ (no blocks).
+
+    Every conv layer (the config's entries with "repeat" spelt out) is a
+    Conv2d over (time, frequency) with dstrain's [out][in][time][freq]
+    weights, dilation in time, a bias only where the config keeps one; its
+    output is zeroed at the padded frames, then BatchNorm2d, the residual
+    branches (1x1 Conv2d without bias + BatchNorm2d) at a block's end,
+    padding zeroed again, ReLU or Hardtanh(0, 20), dropout (torch's own
+    masks: the timing is dstrain's, the draws are not). The maps [N][C][T'][F']
+    go to [T'][N][C*F'] for the optional hidden Linear + Hardtanh(0, 20)
+    layers and the output Linear (BatchNorm1d before it and its bias as
+    "output" says). Stock torch BatchNorm, as DeepSpeech2 here: in train mode
+    its statistics include the zeros of padded frames (dstrain's count real
+    frames only); in eval mode, and in train mode on equal lengths, the
+    numbers are dstrain's. device: where the parameters are made ("meta":
+    shapes only, for counting)."""
+
+    def __init__(self, cfg, device=None):
+        super().__init__()
+        if cfg.get("rnn"):
+            raise ValueError("ConvASR has no recurrent layers (DeepSpeech2 takes \"rnn\")")
+        for k in ("context", "fc_pre"):
+            if cfg.get(k):
+                raise ValueError("ConvASR takes no %r (DS1's stages: DeepSpeech1)" % k)
+        self.cfg = cfg
+        self.specs = bl.conv_layers(cfg)
+        if not self.specs:
+            raise ValueError("ConvASR needs conv layers")
+        eps = float(cfg.get("bn_eps", 1e-5))
+        mom = float(cfg.get("bn_momentum", 0.1))
+        self.res_src = [s["res"] for s in self.specs]
+        for i, srcs in enumerate(self.res_src):
+            for src in srcs:
+                for k in range(src + 1, i + 1):
+                    if not _keeps_shape(self.specs[k]):
+                        raise ValueError("conv[%d] is inside a residual sum: it must keep its "
+                                         "input's frames and bins (stride 1, same padding)" % k)
+        self.keep = sorted({s for srcs in self.res_src for s in srcs})
+        self.convs, self.bns, self.res = nn.ModuleList(), nn.ModuleList(), nn.ModuleList()
+        self.drops = nn.ModuleList()
+        c_prev, f, chans = 1, int(cfg["n_features"]), []
+        for i, s in enumerate(self.specs):
+            co = s["channels"]
+            self.convs.append(nn.Conv2d(c_prev, co, (s["kernel_time"], s["kernel_freq"]),
+                                        stride=(s["stride_time"], s["stride_freq"]),
+                                        padding=(s["pad_time"], s["pad_freq"]),
+                                        dilation=(s["dilation_time"], 1), bias=s["bias"],
+                                        device=device))
+            self.bns.append(nn.BatchNorm2d(co, eps=eps, momentum=mom, device=device))
+            self.res.append(nn.ModuleList(
+                nn.Sequential(nn.Conv2d(chans[src], co, 1, bias=False, device=device),
+                              nn.BatchNorm2d(co, eps=eps, momentum=mom, device=device))
+                for src in self.res_src[i]))
+            self.drops.append(nn.Dropout(s["dropout"]) if s["dropout"] > 0 else nn.Identity())
+            f = bl.conv_out_len(f, s["kernel_freq"], s["stride_freq"], s["pad_freq"])
+            if f < 1:
+                raise ValueError("conv[%d] leaves no frequency bins" % i)
+            c_prev = co
+            chans.append(co)
+        d = c_prev * f
+        self.fc_hidden = nn.ModuleList()
+        for out in cfg.get("fc_hidden", []):
+            self.fc_hidden.append(nn.Linear(d, int(out), device=device))
+            d = int(out)
+        self.drop = nn.Dropout(float(cfg.get("dropout", 0.0)))
+        out = cfg.get("output", {})
+        self.out_bn = nn.BatchNorm1d(d, eps=eps, momentum=mom, device=device) \
+            if out.get("batch_norm", True) else None
+        self.fc = nn.Linear(d, int(cfg.get("n_classes", 29)), bias=bool(out.get("bias", False)),
+                            device=device)
+
+    def forward(self, x, lengths):
+        """x [N][T][F], lengths int64 [N] (on the CPU) -> logits [T'][N][C],
+        output lengths (CPU int64)."""
+        lens = lengths.to(x.device)
+        x = x.unsqueeze(1)
+        kept = {}
+        for i, s in enumerate(self.specs):
+            lens = bl.conv_frames(s, lens)
+            a = self.convs[i](x)
+            t = a.shape[2]
+            pad = torch.arange(t, device=a.device).view(1, 1, t, 1) >= lens.view(-1, 1, 1, 1)
+            y = self.bns[i](a.masked_fill(pad, 0))
+            for branch, src in zip(self.res[i], self.res_src[i]):
+                y = y + branch(kept[src])
+            y = y.masked_fill(pad, 0)
+            y = torch.relu(y) if s["hi"] == math.inf else torch.clamp(y, 0.0, s["hi"])
+            x = self.drops[i](y)
+            if i in self.keep:
+                kept[i] = x
+        n, c, t, f = x.shape
+        x = x.permute(2, 0, 1, 3).reshape(t, n, c * f)
+        out_cpu = lens.cpu() if lens.device.type != "cpu" else lens
+        if self.fc_hidden:
+            real = (torch.arange(t, device=x.device).view(t, 1) < lens.view(1, n))
+            real = real.to(x.dtype).unsqueeze(2)
+            for lin in self.fc_hidden:
+                x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * real)
+        if self.out_bn is not None:
+            x = self.out_bn(x.reshape(t * n, -1)).reshape(t, n, -1)
+        return self.fc(x), out_cpu
+
+    def dstrain_names(self):
+        """(params, state): dicts dstrain name -> tensor of this model."""
+        p, s = {}, {}
+
+        def bn(prefix, m):
+            p[prefix + ".bn.weight"], p[prefix + ".bn.bias"] = m.weight, m.bias
+            s[prefix + ".bn.running_mean"], s[prefix + ".bn.running_var"] = \
+                m.running_mean, m.running_var
+
+        for i, conv in enumerate(self.convs):
+            p["conv.%d.weight" % i] = conv.weight
+            if conv.bias is not None:
+                p["conv.%d.bias" % i] = conv.bias
+            bn("conv.%d" % i, self.bns[i])
+            for r, branch in enumerate(self.res[i]):
+                p["conv.%d.res.%d.weight" % (i, r)] = branch[0].weight
+                bn("conv.%d.res.%d" % (i, r), branch[1])
+        for k, lin in enumerate(self.fc_hidden):
+            p["fc_hidden.%d.weight" % k], p["fc_hidden.%d.bias" % k] = lin.weight, lin.bias
+        if self.out_bn is not None:
+            bn("fc", self.out_bn)
+        p["fc.weight"] = self.fc.weight
+        if self.fc.bias is not None:
+            p["fc.bias"] = self.fc.bias
+        return p, s
+
+    load_dstrain = DeepSpeech2.load_dstrain
+
+
+def build_model(cfg, device=None):
     """The model family of cfg: DS1's graph (context or FC layers before the
-    RNN, no conv layers) or DeepSpeech2's."""
+    RNN, no conv layers), the convolution-only families (conv layers and no
+    "rnn": Jasper, Jasper DR, Wav2Letter+; ConvASR) or DeepSpeech2's.
+    device: where ConvASR makes its parameters ("meta": shapes only); the
+    others are made on the CPU and moved."""
     if not cfg.get("conv") and (cfg.get("context") or cfg.get("fc_pre")):
-        return DeepSpeech1(cfg)
-    return DeepSpeech2(cfg)
+        m = DeepSpeech1(cfg)
+    elif cfg.get("conv") and "rnn" not in cfg:
+        return ConvASR(cfg, device=device)
+    else:
+        m = DeepSpeech2(cfg)
+    return m if device is None else m.to(device)
 
 
 def ctc_loss(logits, out_len, targets, target_len):

@@ -134,7 +134,13 @@ static ds_status check_cover(const ds_model *m, const ds_pt_entry *e, int n)
 
 int ds_pt_own_names(const ds_model_cfg *c)
 {
-    return c->context || c->n_fc_pre || !c->n_conv || !c->out_bn || c->out_bias;
+    int beyond_ds2 = c->context || c->n_fc_pre || !c->n_conv || !c->rnn_layers || !c->out_bn ||
+                     c->out_bias || c->dense_residual;
+    for (int i = 0; i < c->n_conv; i++) {   /* Jasper's and Wav2Letter+'s conv layers */
+        const ds_conv_cfg *k = &c->conv[i];
+        beyond_ds2 |= k->dilation_time > 1 || k->no_bias || k->relu || k->dropout > 0 || k->block;
+    }
+    return beyond_ds2;
 }
 
 ds_status ds_pt_layout(const ds_model *m, ds_pt_entry *e, int *n)
@@ -236,12 +242,22 @@ static const ds_conv_cfg stock_conv[2] = {
      .pad_time = 5, .pad_freq = 10},
 };
 
+/* The fields deepspeech.pytorch's convolutions have (a model with any of
+ * the others set takes dstrain's own names: ds_pt_own_names). */
+static int same_conv(const ds_conv_cfg *a, const ds_conv_cfg *b)
+{
+    return a->channels == b->channels && a->kernel_time == b->kernel_time &&
+           a->kernel_freq == b->kernel_freq && a->stride_time == b->stride_time &&
+           a->stride_freq == b->stride_freq && a->pad_time == b->pad_time &&
+           a->pad_freq == b->pad_freq;
+}
+
 static int stock_convs(const ds_model_cfg *c)
 {
     if (c->n_conv != 2)
         return 0;
     for (int i = 0; i < 2; i++)
-        if (memcmp(&c->conv[i], &stock_conv[i], sizeof stock_conv[i]))
+        if (!same_conv(&c->conv[i], &stock_conv[i]))
             return 0;
     return 1;
 }
@@ -253,9 +269,11 @@ int ds_pt_stock_notes(const ds_model_cfg *c, char *buf, size_t cap)
         buf[0] = '\0';
     if (ds_pt_own_names(c)) {
         note(&o, "a model of DS1's stages (context windows, FC layers before the RNN, an output "
-                 "FC with a bias or without BatchNorm, no conv layers) has no deepspeech.pytorch "
-                 "counterpart: its keys are dstrain's own tensor names (bench/pytorch_ds2.py's "
-                 "DeepSpeech1 loads DS1's graph by them, load_dstrain)");
+                 "FC with a bias or without BatchNorm, no conv layers) or a convolution-only "
+                 "one (Jasper, Wav2Letter+: no RNN, residual blocks, ReLU, dropout, dilation, "
+                 "convs without bias) has no deepspeech.pytorch counterpart: its keys are "
+                 "dstrain's own tensor names (bench/pytorch_ds2.py's twins, DeepSpeech1 and "
+                 "the convolution-only one, load them by these names: load_dstrain)");
         return o.n;
     }
     if (!stock_convs(c))

@@ -56,8 +56,9 @@ typedef struct {
 
 /* Whether cfg is of a family deepspeech.pytorch cannot build (DS1's graph:
  * context windows, FC layers before the RNN, no conv layers, an output FC
- * with a bias or without BatchNorm): its state_dict keys are then dstrain's
- * own tensor names, unchanged in shape. */
+ * with a bias or without BatchNorm; Jasper's and Wav2Letter+'s: no RNN,
+ * conv layers with residuals, ReLU, dropout, dilation or no bias): its
+ * state_dict keys are then dstrain's own tensor names, unchanged in shape. */
 int ds_pt_own_names(const ds_model_cfg *cfg);
 
 /* The entries of m in state_dict order (e [DS_PT_MAX_ENTRIES]), every

@@ -22,7 +22,7 @@ ALL_PARTS="env libs build tests timing peer precision sweep families kernels min
 # multi: on one GPU (the usual lent machine) it records "not run" in a second;
 # on a machine with several, run --parts multi with its own budget
 declare -A CAP=([env]=20 [libs]=40 [build]=90 [tests]=150 [timing]=70 [peer]=140
-                [precision]=60 [sweep]=80 [families]=40 [kernels]=60 [mini]=70 [memcheck]=60
+                [precision]=60 [sweep]=70 [families]=60 [kernels]=60 [mini]=70 [memcheck]=50
                 [multi]=20)
 # the second profile's build is incremental when the first's build-gpu is there
 CAP_SECOND_BUILD=90
@@ -81,8 +81,8 @@ there). Together with the working tree they stay under the tool's 64 MiB.
   sweep     ${CAP[sweep]} s  dstrain bench ds2, train: batch 16,32,64, one call per
             precision (fp32, fp16, bf16); plots
   families  ${CAP[families]} s  the other families beside the sweep's ds2 at batch 32: dstrain
-            bench ds1 fp32 and fp16 (the study's FP32 against mixed
-            precision, recurrent against not); Jasper once it is built
+            bench jasper-10x3 and ds1, fp32 and fp16 (the study's FP32
+            against mixed precision, convolutional against recurrent)
   kernels   ${CAP[kernels]} s  ctest test_profile_backend_cuda; bench --profile kernels
             (CUPTI) at batch 32 fp16 with a trace; skipped without CUPTI
   mini      ${CAP[mini]} s  the small preset trained on the GPU on the mini corpus'
@@ -700,25 +700,29 @@ part_sweep() {
 }
 # The precision comparison across model families (a study's table: time per
 # step, fp32 against fp16, DS2 against the others), at the sweep's batch 32
-# and lengths. Jasper and Wav2Letter+ join when their presets exist.
-FAMILIES_ARGS="--model ds1 --device cuda --length-dist librispeech --batch 32 --mode train --warmup 3 --steps 6"
+# and lengths: Jasper 10x3 first (the study's convolutional model), then DS1.
+FAMILIES="jasper-10x3 ds1"
+FAMILIES_ARGS="--device cuda --length-dist librispeech --batch 32 --mode train --warmup 2 --steps 4"
 part_families() {
   have_build || return 1
-  local rc ok=0 bench=$work/bench
+  local rc ok=0 bench=$work/bench model figs=""
   mkdir -p "$bench"
-  # shellcheck disable=SC2086
-  timeout -k 10 "$(left)" "$build/dstrain" bench $FAMILIES_ARGS --precision fp32,fp16 \
-    --out "$bench/ds1-b32.json" --csv "$bench/ds1-b32.csv" >"$bench/ds1-b32.txt" 2>&1
-  rc=$?
-  cat "$bench/ds1-b32.txt"
-  bench_ok "$bench/ds1-b32.json" 2 || ok=1
-  fig="ds1: $(bench_figures "$bench/ds1-b32.json")"
-  timed_out $rc && fig+="; timed out"
-  fig+="; jasper, w2l-plus: not built yet"
+  for model in $FAMILIES; do
+    # shellcheck disable=SC2086
+    timeout -k 10 "$(left)" "$build/dstrain" bench --model "$model" $FAMILIES_ARGS \
+      --precision fp32,fp16 --out "$bench/$model-b32.json" --csv "$bench/$model-b32.csv" \
+      >"$bench/$model-b32.txt" 2>&1
+    rc=$?
+    cat "$bench/$model-b32.txt"
+    bench_ok "$bench/$model-b32.json" 2 || ok=1
+    figs+="${figs:+; }$model: $(bench_figures "$bench/$model-b32.json")"
+    timed_out $rc && { figs+="; timed out"; break; }
+  done
+  fig="$figs; w2l-plus: not in this profile's time (dstrain bench --model w2l-plus)"
   pack_bench
   return $ok
 }
-dry_part_families() { fig="would run: dstrain bench $FAMILIES_ARGS --precision fp32,fp16 (ds2's figures: the sweep's b32)"; }
+dry_part_families() { fig="would run: dstrain bench --model {${FAMILIES// /,}} $FAMILIES_ARGS --precision fp32,fp16 (ds2's figures: the sweep's b32)"; }
 
 dry_part_sweep() { fig="would run, once per precision (fp32, fp16, bf16): dstrain bench $SWEEP_ARGS --precision P; bench/plot; into bench.tar.gz"; }
 # bench.tar.gz in $OUT: the CSV, trace, plots and texts (the tool brings back 8 files)
@@ -841,7 +845,7 @@ part_title() {
     peer) echo "PyTorch ds2 (bench/pytorch_ds2.py), eager fp32 and AMP" ;;
     precision) echo "fp16_small_gpu: fp16 and bf16 follow fp32" ;;
     sweep) echo "dstrain bench ds2: batch x precision x mode" ;;
-    families) echo "dstrain bench ds1 at batch 32, fp32 and fp16, beside ds2's" ;;
+    families) echo "dstrain bench jasper-10x3 and ds1 at batch 32, fp32 and fp16, beside ds2's" ;;
     kernels) echo "kernel profile (CUPTI)" ;;
     mini) echo "small on the mini corpus' features, trained on the GPU" ;;
     memcheck) echo "compute-sanitizer memcheck, tiny, 5 steps" ;;

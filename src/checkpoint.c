@@ -129,7 +129,7 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     hid_t f;
     DS_TRY(ds_h5_open(path, 0, &f));
     char fmt[64], dts[32];
-    char *json = malloc(65536);
+    char *json = malloc(DS_CONFIG_JSON_MAX);
     double version = 0;
     int sealed = 0;
     ds_status st = json ? DS_OK : DS_FAIL(DS_ERR_MEM, "config buffer");
@@ -149,7 +149,7 @@ ds_status ds_checkpoint_read_config(const char *path, ds_model_cfg *cfg, ds_dtyp
     if (st == DS_OK && version >= 3 && !sealed)
         st = DS_FAIL(DS_ERR_IO, "%s: attribute %s is missing (corrupted)", path, DS_H5_SEAL_ATTR);
     if (st == DS_OK)
-        st = ds_h5_read_attr_str(f, "config", json, 65536);
+        st = ds_h5_read_attr_str(f, "config", json, DS_CONFIG_JSON_MAX);
     if (st == DS_OK)
         st = ds_config_parse(json, path, cfg);
     if (st == DS_OK)

@@ -29,6 +29,7 @@
 
 #define DS_CKPT_FORMAT "dstrain-checkpoint"
 #define DS_CKPT_VERSION 3   /* 3: attributes sealed (h5_seal.h); 2: resume state; 1: parameters */
+#define DS_RUN_CONFIG_MAX 32768   /* a run's options as key=value lines (Jasper 10x5's 53 layers included) */
 
 typedef struct {
     long step;
@@ -41,7 +42,7 @@ typedef struct {
     long next_batch;       /* ... at this global batch of its order */
     long bad_run;          /* consecutive skipped steps before it */
     uint64_t rng[4];       /* the synthetic data's generator (every rank draws alike) */
-    char run_config[4096]; /* the training options, key=value lines */
+    char run_config[DS_RUN_CONFIG_MAX]; /* the training options, key=value lines */
     char version[64];      /* read: the dstrain that wrote it */
 } ds_ckpt_info;
 

@@ -232,7 +232,7 @@ static ds_status write_resume_attrs(hid_t f, const ds_ckpt_info *info)
 
 static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
 {
-    char json[8192];
+    char json[DS_CONFIG_JSON_MAX];
     DS_TRY(ds_config_to_json(ds_model_config(m), json, sizeof json));
     DS_TRY(ds_h5_write_attr_str(f, "format", DS_CKPT_FORMAT));
     DS_TRY(ds_h5_write_attr_f64(f, "version", DS_CKPT_VERSION));

@@ -70,7 +70,7 @@ static ds_status check_keys(const cJSON *obj, const char *const *allowed, const 
 }
 
 static ds_status get_double(const cJSON *obj, const char *key, double def, double lo, double hi,
-                            const char *src, double *out)
+                            const char *src, const char *ctx, double *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v) {
@@ -78,12 +78,114 @@ static ds_status get_double(const cJSON *obj, const char *key, double def, doubl
         return DS_OK;
     }
     if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi)
-        return DS_FAIL(DS_ERR_ARG, "%s: %s must be a number in [%g, %g]", src, key, lo, hi);
+        return DS_FAIL(DS_ERR_ARG, "%s: %s%s must be a number in [%g, %g]", src, ctx, key, lo, hi);
     *out = v->valuedouble;
     return DS_OK;
 }
 
-/* conv: absent or [] only where the input has another way in (context, fc_pre). */
+/* "activation": "clipped_relu" (Hardtanh(0, 20), the default) or "relu". */
+static ds_status get_activation(const cJSON *l, const char *src, const char *ctx, int *relu)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(l, "activation");
+    *relu = 0;
+    if (!v)
+        return DS_OK;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "relu"))
+        *relu = 1;
+    else if (!cJSON_IsString(v) || strcmp(v->valuestring, "clipped_relu"))
+        return DS_FAIL(DS_ERR_ARG, "%s: %sactivation must be \"clipped_relu\" or \"relu\"", src, ctx);
+    return DS_OK;
+}
+
+/* One entry of conv into k; *repeat: how many layers it stands for. */
+static ds_status parse_conv_layer(const cJSON *l, const char *src, const char *ctx,
+                                  ds_conv_cfg *k, int *repeat)
+{
+    if (!cJSON_IsObject(l))
+        return DS_FAIL(DS_ERR_ARG, "%s: %s must be an object", src, ctx);
+    static const char *const fields[] = {"channels", "kernel_time", "kernel_freq", "stride_time",
+                                         "stride_freq", "pad_time", "pad_freq", "dilation_time",
+                                         "bias", "activation", "dropout", "block", "repeat", NULL};
+    DS_TRY(check_keys(l, fields, src, ctx));
+    DS_TRY(get_int(l, "channels", 1, 0, 1, 4096, src, ctx, &k->channels));
+    DS_TRY(get_int(l, "kernel_time", 1, 0, 1, 256, src, ctx, &k->kernel_time));
+    DS_TRY(get_int(l, "kernel_freq", 1, 0, 1, 256, src, ctx, &k->kernel_freq));
+    DS_TRY(get_int(l, "stride_time", 0, 1, 1, 16, src, ctx, &k->stride_time));
+    DS_TRY(get_int(l, "stride_freq", 0, 1, 1, 16, src, ctx, &k->stride_freq));
+    DS_TRY(get_int(l, "pad_time", 0, 0, 0, 256, src, ctx, &k->pad_time));
+    DS_TRY(get_int(l, "pad_freq", 0, 0, 0, 256, src, ctx, &k->pad_freq));
+    DS_TRY(get_int(l, "dilation_time", 0, 1, 1, 64, src, ctx, &k->dilation_time));
+    int bias;
+    DS_TRY(get_int(l, "bias", 0, 1, 0, 1, src, ctx, &bias));
+    k->no_bias = !bias;
+    DS_TRY(get_activation(l, src, ctx, &k->relu));
+    DS_TRY(get_double(l, "dropout", 0, 0, 0.95, src, ctx, &k->dropout));
+    DS_TRY(get_int(l, "block", 0, 0, 0, DS_MAX_CONV, src, ctx, &k->block));   /* 0: none */
+    return get_int(l, "repeat", 0, 1, 1, DS_MAX_CONV, src, ctx, repeat);
+}
+
+/* A layer keeps its input's frames and bins at every length ("same"
+ * padding, stride 1): what a residual sum across it needs. */
+static int keeps_shape(const ds_conv_cfg *k)
+{
+    const int span = (k->dilation_time > 1 ? k->dilation_time : 1) * (k->kernel_time - 1);
+    return k->stride_time == 1 && k->stride_freq == 1 && 2 * k->pad_time == span &&
+           2 * k->pad_freq == k->kernel_freq - 1;
+}
+
+/* Residual blocks: runs of consecutive layers, none the first layer (its
+ * input is the features), every layer a residual sum spans keeping its
+ * input's shape: a block's own layers, and with dense_residual every
+ * layer from the first block on. */
+static ds_status check_blocks(const char *src, const ds_model_cfg *c)
+{
+    int first = -1, last = -1, n_blocks = 0;
+    for (int i = 0; i < c->n_conv; i++) {
+        const int b = c->conv[i].block;
+        if (!b)
+            continue;
+        if (i == 0)
+            return DS_FAIL(DS_ERR_ARG, "%s: conv[0].block: the first layer's input is the "
+                                       "features, which a residual cannot add", src);
+        if (c->conv[i - 1].block != b) {   /* a block starts */
+            for (int k = 0; k < i; k++)
+                if (c->conv[k].block == b)
+                    return DS_FAIL(DS_ERR_ARG, "%s: conv[%d].block %d: the layers of a block must "
+                                               "be consecutive (conv[%d] is in it too)", src, i, b, k);
+            if (++n_blocks > DS_MAX_RES && c->dense_residual)
+                return DS_FAIL(DS_ERR_ARG, "%s: dense_residual takes at most %d blocks", src,
+                               DS_MAX_RES);
+        }
+        first = first < 0 ? i : first;
+        last = i;
+    }
+    if (c->dense_residual && first < 0)
+        return DS_FAIL(DS_ERR_ARG, "%s: dense_residual needs residual blocks (conv[].block)", src);
+    for (int i = first; i >= 0 && i <= last; i++)
+        if ((c->conv[i].block || c->dense_residual) && !keeps_shape(&c->conv[i]))
+            return DS_FAIL(DS_ERR_ARG, "%s: conv[%d] is inside a residual sum, so it must keep "
+                                       "its input's frames and bins: stride 1 and \"same\" padding "
+                                       "(pad_time = dilation_time (kernel_time - 1) / 2, pad_freq = "
+                                       "(kernel_freq - 1) / 2)", src, i);
+    return DS_OK;
+}
+
+int ds_config_residual_sources(const ds_model_cfg *c, int i, int *src)
+{
+    const int b = c->conv[i].block;
+    if (!b || (i + 1 < c->n_conv && c->conv[i + 1].block == b))
+        return 0;   /* not a block's last layer */
+    int n = 0;
+    for (int s = 1; s <= i && n < DS_MAX_RES; s++) {
+        const int starts = c->conv[s].block && c->conv[s].block != c->conv[s - 1].block;
+        if (starts && (c->dense_residual || c->conv[s].block == b))
+            src[n++] = s - 1;
+    }
+    return n;
+}
+
+/* conv: absent or [] only where the input has another way in (context,
+ * fc_pre). An entry with "repeat": R stands for R layers alike. */
 static ds_status parse_conv(const cJSON *arr, const char *src, ds_model_cfg *c)
 {
     c->n_conv = 0;
@@ -91,37 +193,36 @@ static ds_status parse_conv(const cJSON *arr, const char *src, ds_model_cfg *c)
         return DS_OK;
     if (!cJSON_IsArray(arr))
         return DS_FAIL(DS_ERR_ARG, "%s: conv must be an array of layers", src);
-    c->n_conv = cJSON_GetArraySize(arr);
+    const int entries = cJSON_GetArraySize(arr);
+    for (int i = 0; i < entries; i++) {
+        char ctx[32];
+        snprintf(ctx, sizeof ctx, "conv[%d].", i);
+        ds_conv_cfg k = {0};
+        int repeat;
+        DS_TRY(parse_conv_layer(cJSON_GetArrayItem(arr, i), src, ctx, &k, &repeat));
+        if (c->n_conv + repeat > DS_MAX_CONV)
+            return DS_FAIL(DS_ERR_ARG, "%s: conv has more than %d layers (repeats counted)", src,
+                           DS_MAX_CONV);
+        for (int r = 0; r < repeat; r++)
+            c->conv[c->n_conv++] = k;
+    }
     const int lo = c->context || c->n_fc_pre ? 0 : 1;
-    if (c->n_conv < lo || c->n_conv > DS_MAX_CONV)
+    if (c->n_conv < lo)
         return DS_FAIL(DS_ERR_ARG, "%s: conv has %d layers, need %d..%d", src, c->n_conv, lo,
                        DS_MAX_CONV);
     if (c->n_conv && c->context)
         return DS_FAIL(DS_ERR_ARG, "%s: context stacks input frames for FC layers: it takes no "
                                    "conv layers (conv has %d)", src, c->n_conv);
-    for (int i = 0; i < c->n_conv; i++) {
-        const cJSON *l = cJSON_GetArrayItem(arr, i);
-        ds_conv_cfg *k = &c->conv[i];
-        char ctx[32];
-        snprintf(ctx, sizeof ctx, "conv[%d].", i);
-        if (!cJSON_IsObject(l))
-            return DS_FAIL(DS_ERR_ARG, "%s: conv[%d] must be an object", src, i);
-        static const char *const fields[] = {"channels", "kernel_time", "kernel_freq", "stride_time",
-                                             "stride_freq", "pad_time", "pad_freq", NULL};
-        DS_TRY(check_keys(l, fields, src, ctx));
-        DS_TRY(get_int(l, "channels", 1, 0, 1, 4096, src, ctx, &k->channels));
-        DS_TRY(get_int(l, "kernel_time", 1, 0, 1, 256, src, ctx, &k->kernel_time));
-        DS_TRY(get_int(l, "kernel_freq", 1, 0, 1, 256, src, ctx, &k->kernel_freq));
-        DS_TRY(get_int(l, "stride_time", 0, 1, 1, 16, src, ctx, &k->stride_time));
-        DS_TRY(get_int(l, "stride_freq", 0, 1, 1, 16, src, ctx, &k->stride_freq));
-        DS_TRY(get_int(l, "pad_time", 0, 0, 0, 256, src, ctx, &k->pad_time));
-        DS_TRY(get_int(l, "pad_freq", 0, 0, 0, 256, src, ctx, &k->pad_freq));
-    }
-    return DS_OK;
+    return check_blocks(src, c);
 }
 
+/* rnn: absent is no recurrent layers (Jasper, Wav2Letter+). */
 static ds_status parse_rnn(const cJSON *r, const char *src, ds_model_cfg *c)
 {
+    if (!r) {
+        c->rnn_layers = 0;
+        return DS_OK;
+    }
     if (!cJSON_IsObject(r))
         return DS_FAIL(DS_ERR_ARG, "%s: rnn must be an object", src);
     static const char *const fields[] = {"type", "hidden", "layers", "bidirectional", "lookahead", NULL};
@@ -197,7 +298,7 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
     }
     static const char *const fields[] = {"name", "comment", "n_features", "n_classes", "conv",
                                          "rnn", "fc_hidden", "bn_eps", "bn_momentum", "context",
-                                         "fc_pre", "dropout", "output", NULL};
+                                         "fc_pre", "dropout", "output", "dense_residual", NULL};
     DS_TRY_GOTO(st, check_keys(root, fields, source, ""), free_root);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(name) ? name->valuestring : "custom");
@@ -206,19 +307,21 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
     DS_TRY_GOTO(st, get_int(root, "context", 0, 0, 0, 64, source, "", &out->context), free_root);
     DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_pre"), "fc_pre", source,
                              &out->n_fc_pre, out->fc_pre), free_root);
+    DS_TRY_GOTO(st, get_int(root, "dense_residual", 0, 0, 0, 1, source, "", &out->dense_residual),
+                free_root);
     DS_TRY_GOTO(st, parse_conv(cJSON_GetObjectItemCaseSensitive(root, "conv"), source, out), free_root);
     DS_TRY_GOTO(st, parse_rnn(cJSON_GetObjectItemCaseSensitive(root, "rnn"), source, out), free_root);
     DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_hidden"), "fc_hidden",
                              source, &out->n_fc, out->fc_hidden), free_root);
-    DS_TRY_GOTO(st, get_double(root, "dropout", 0, 0, 0.95, source, &out->dropout), free_root);
+    DS_TRY_GOTO(st, get_double(root, "dropout", 0, 0, 0.95, source, "", &out->dropout), free_root);
     if (out->dropout > 0 && !out->n_fc_pre && !out->n_fc) {
         st = DS_FAIL(DS_ERR_ARG, "%s: dropout %g follows FC layers (fc_pre, fc_hidden): this "
                                  "config has none, so it would drop nothing", source, out->dropout);
         goto free_root;
     }
     DS_TRY_GOTO(st, parse_output(cJSON_GetObjectItemCaseSensitive(root, "output"), source, out), free_root);
-    DS_TRY_GOTO(st, get_double(root, "bn_eps", 1e-5, 0, 1, source, &out->bn_eps), free_root);
-    DS_TRY_GOTO(st, get_double(root, "bn_momentum", 0.1, 0, 1, source, &out->bn_momentum), free_root);
+    DS_TRY_GOTO(st, get_double(root, "bn_eps", 1e-5, 0, 1, source, "", &out->bn_eps), free_root);
+    DS_TRY_GOTO(st, get_double(root, "bn_momentum", 0.1, 0, 1, source, "", &out->bn_momentum), free_root);
 free_root:
     cJSON_Delete(root);
     return st;
@@ -300,14 +403,29 @@ ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
     for (int i = 0; i < c->n_conv; i++) {
         const ds_conv_cfg *k = &c->conv[i];
         PUT("%s{\"channels\":%d,\"kernel_time\":%d,\"kernel_freq\":%d,\"stride_time\":%d,"
-            "\"stride_freq\":%d,\"pad_time\":%d,\"pad_freq\":%d}",
+            "\"stride_freq\":%d,\"pad_time\":%d,\"pad_freq\":%d",
             i ? "," : "", k->channels, k->kernel_time, k->kernel_freq, k->stride_time,
             k->stride_freq, k->pad_time, k->pad_freq);
+        /* the other families' fields only where set, as below */
+        if (k->dilation_time > 1)
+            PUT(",\"dilation_time\":%d", k->dilation_time);
+        if (k->no_bias)
+            PUT(",\"bias\":false");
+        if (k->relu)
+            PUT(",\"activation\":\"relu\"");
+        if (k->dropout > 0)
+            PUT(",\"dropout\":%.17g", k->dropout);
+        if (k->block)
+            PUT(",\"block\":%d", k->block);
+        PUT("}");
     }
-    PUT("],\"rnn\":{\"type\":\"%s\",\"hidden\":%d,\"layers\":%d,\"bidirectional\":%s,"
-        "\"lookahead\":%d},\"fc_hidden\":[",
-        ds_config_cell_name(c->cell), c->hidden, c->rnn_layers, c->bidirectional ? "true" : "false",
-        c->lookahead);
+    PUT("]");
+    if (c->rnn_layers)
+        PUT(",\"rnn\":{\"type\":\"%s\",\"hidden\":%d,\"layers\":%d,\"bidirectional\":%s,"
+            "\"lookahead\":%d}",
+            ds_config_cell_name(c->cell), c->hidden, c->rnn_layers,
+            c->bidirectional ? "true" : "false", c->lookahead);
+    PUT(",\"fc_hidden\":[");
     for (int i = 0; i < c->n_fc; i++)
         PUT("%s%d", i ? "," : "", c->fc_hidden[i]);
     PUT("],\"bn_eps\":%.17g,\"bn_momentum\":%.17g", c->bn_eps, c->bn_momentum);
@@ -323,6 +441,8 @@ ds_status ds_config_to_json(const ds_model_cfg *c, char *buf, size_t cap)
     }
     if (c->dropout > 0)
         PUT(",\"dropout\":%.17g", c->dropout);
+    if (c->dense_residual)
+        PUT(",\"dense_residual\":true");
     if (!c->out_bn || c->out_bias)
         PUT(",\"output\":{\"batch_norm\":%s,\"bias\":%s}", c->out_bn ? "true" : "false",
             c->out_bias ? "true" : "false");

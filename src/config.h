@@ -9,16 +9,27 @@
 
 #include "backend.h"
 
-#define DS_MAX_CONV 8
+#define DS_MAX_CONV 64          /* Jasper 10x5: prologue, 50 block layers, 2 epilogue */
+#define DS_MAX_RES 16           /* residual branches into one block (dense: one per earlier block) */
+#define DS_CONFIG_JSON_MAX 65536   /* ds_config_to_json's text of any accepted config fits */
 #define DS_MAX_FC 8
 #define DS_MAX_FC_SIZE 65536   /* units of one hidden FC layer (rnn.hidden: 16384) */
 
-/* One conv layer; time is the first spatial axis, frequency the second. */
+/* One conv layer; time is the first spatial axis, frequency the second.
+ * conv -> mask -> BatchNorm -> (+ residual) -> activation -> dropout. Every
+ * field that is zero keeps DeepSpeech2's layer. */
 typedef struct {
     int channels;
     int kernel_time, kernel_freq;
     int stride_time, stride_freq;
     int pad_time, pad_freq;
+    int dilation_time;          /* kernel rows this many frames apart; 0 or 1: adjacent */
+    int no_bias;                /* 1: no conv bias (Jasper, Wav2Letter+: BatchNorm follows) */
+    int relu;                   /* 1: ReLU; 0: Hardtanh(0, 20), the clipped ReLU */
+    double dropout;             /* after the activation, in training */
+    int block;                  /* residual block (1, 2, ...; a block is consecutive layers);
+                                 * 0: none. The block's last layer adds a 1x1 conv + BN of
+                                 * the block's input before its activation. */
 } ds_conv_cfg;
 
 typedef struct {
@@ -28,7 +39,7 @@ typedef struct {
     int n_conv;
     ds_conv_cfg conv[DS_MAX_CONV];
     ds_cell cell;
-    int hidden, rnn_layers;
+    int hidden, rnn_layers;         /* rnn_layers 0: no recurrence (Jasper, Wav2Letter+) */
     int bidirectional;              /* directions summed */
     int lookahead;                  /* context of the lookahead conv (unidirectional only), 0: none */
     int n_fc;
@@ -42,7 +53,23 @@ typedef struct {
     double dropout;                 /* after every FC layer's activation, in training */
     int out_bn;                     /* BatchNorm before the output FC (DS2: 1) */
     int out_bias;                   /* the output FC has a bias (DS2: 0) */
+    int dense_residual;             /* a block's residual sums 1x1 conv + BN of the input of
+                                     * every block up to it (Jasper DR), not its own alone */
 } ds_model_cfg;
+
+/* Frames out of conv layer k for t in (0: too short): the kernel spans
+ * dilation_time (kernel_time - 1) + 1 frames. */
+static inline int ds_config_conv_frames(const ds_conv_cfg *k, int t)
+{
+    const int span = (k->dilation_time > 1 ? k->dilation_time : 1) * (k->kernel_time - 1) + 1;
+    return t + 2 * k->pad_time < span ? 0 : (t + 2 * k->pad_time - span) / k->stride_time + 1;
+}
+
+/* The conv layers whose outputs the residual branches of layer i read, in
+ * order, into src [DS_MAX_RES]; returns how many (0: i ends no block). At a
+ * block's last layer: the input of its block, or with dense_residual the
+ * input of every block up to it. */
+int ds_config_residual_sources(const ds_model_cfg *c, int i, int *src);
 
 /* Parses JSON text; source names it in errors (file name or preset). */
 ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *out);

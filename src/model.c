@@ -85,12 +85,28 @@ static void add_fc(ds_model *m, fc_layer *l, int in, int out, int site, const ch
     l->b = PARAM(m, 1, (int[]){out}, "%s.bias", prefix);
 }
 
+/* The residual branches into layer i (none but at a block's last layer). */
+static void add_residuals(ds_model *m, int i)
+{
+    conv_layer *l = &m->conv[i];
+    int src[DS_MAX_RES];
+    l->n_res = ds_config_residual_sources(&m->cfg, i, src);
+    for (int r = 0; r < l->n_res; r++) {
+        res_branch *b = &l->res[r];
+        b->src = src[r];
+        b->w = PARAM(m, 4, (int[]){l->co, m->conv[src[r]].co, 1, 1}, "conv.%d.res.%d.weight", i, r);
+        char prefix[40];
+        snprintf(prefix, sizeof prefix, "conv.%d.res.%d", i, r);
+        add_bn(m, &b->bn, l->co, prefix);
+    }
+}
+
 /* Fills the parameter and statistics tables from cfg; no memory is touched. */
 static ds_status build_tables(ds_model *m)
 {
     const ds_model_cfg *c = &m->cfg;
-    if (c->rnn_layers < 1 || c->rnn_layers > DS_MAX_RNN)
-        return DS_FAIL(DS_ERR_ARG, "%s: %d rnn layers, need 1..%d", c->name, c->rnn_layers, DS_MAX_RNN);
+    if (c->rnn_layers < 0 || c->rnn_layers > DS_MAX_RNN)
+        return DS_FAIL(DS_ERR_ARG, "%s: %d rnn layers, need 0..%d", c->name, c->rnn_layers, DS_MAX_RNN);
     for (int i = 0; i < DS_MAX_TENSORS; i++)
         m->span_of[i] = -1;
     int ci = 1, f = c->n_features;
@@ -101,14 +117,17 @@ static ds_status build_tables(ds_model *m)
         l->co = l->k.channels;
         l->fi = f;
         l->fo = ds_window_out(f, l->k.kernel_freq, l->k.stride_freq, l->k.pad_freq);
+        l->hi = l->k.relu ? INFINITY : HARDTANH_HI;
+        l->site = 2 * DS_MAX_FC + i;
         if (l->fo < 1)
             return DS_FAIL(DS_ERR_ARG, "%s: conv[%d] leaves no frequency bins (%d in, kernel %d)",
                            c->name, i, f, l->k.kernel_freq);
         char prefix[32];
         snprintf(prefix, sizeof prefix, "conv.%d", i);
         l->w = PARAM(m, 4, (int[]){l->co, ci, l->k.kernel_time, l->k.kernel_freq}, "%s.weight", prefix);
-        l->b = PARAM(m, 1, (int[]){l->co}, "%s.bias", prefix);
+        l->b = l->k.no_bias ? -1 : PARAM(m, 1, (int[]){l->co}, "%s.bias", prefix);
         add_bn(m, &l->bn, l->co, prefix);
+        add_residuals(m, i);
         ci = l->co;
         f = l->fo;
     }
@@ -223,7 +242,7 @@ size_t ds_model_config_param_count(const ds_model_cfg *cfg)
 int ds_model_config_out_frames(const ds_model_cfg *cfg, int t)
 {
     for (int i = 0; i < cfg->n_conv && t > 0; i++)
-        t = ds_window_out(t, cfg->conv[i].kernel_time, cfg->conv[i].stride_time, cfg->conv[i].pad_time);
+        t = ds_config_conv_frames(&cfg->conv[i], t);
     return t;
 }
 
@@ -252,10 +271,8 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 static void plan_frames(ds_model *m)
 {
     m->t_max[0] = m->lim.frames;
-    for (int i = 0; i < m->cfg.n_conv; i++) {
-        const ds_conv_cfg *k = &m->cfg.conv[i];
-        m->t_max[i + 1] = ds_window_out(m->t_max[i], k->kernel_time, k->stride_time, k->pad_time);
-    }
+    for (int i = 0; i < m->cfg.n_conv; i++)
+        m->t_max[i + 1] = ds_m_conv_frames(m, i, m->t_max[i]);
 }
 
 /* An FC layer's activations for rows = frames x batch; the activation and
@@ -273,6 +290,53 @@ static void plan_fc(ds_model *m, fc_layer *l, size_t rows)
     }
 }
 
+/* The largest batch's geometry of conv layer i (its residual branch r >= 0). */
+static ds_conv_geom max_geom(const ds_model *m, int i, int r)
+{
+    const conv_layer *l = &m->conv[i];
+    const int B = m->lim.batch, T = m->t_max[i + 1];
+    if (r >= 0)   /* 1x1 over the source's maps, which have the block's shape */
+        return (ds_conv_geom){B, m->conv[l->res[r].src].co, T, l->fo, l->co, 1, 1, 1, 1, 0, 0,
+                              T, l->fo, 1};
+    return (ds_conv_geom){B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
+                          l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
+                          l->k.pad_freq, T, l->fo, l->k.dilation_time};
+}
+
+/* Conv layer i's activations and its branches'; returns the work it needs. */
+static size_t plan_conv(ds_model *m, int i)
+{
+    conv_layer *l = &m->conv[i];
+    size_t *act = &m->act_count, *dact = &m->dact_count;
+    const ds_dtype dt = m->dt;
+    const size_t map = (size_t)m->lim.batch * l->co * m->t_max[i + 1] * l->fo;
+    l->a = take(act, dt, map);
+    l->y = take(act, dt, map);
+    plan_bn(m, &l->bn);
+    l->da = take(dact, dt, map);
+    l->dbn = take(dact, dt, map);
+    l->dy = take(dact, dt, map);
+    l->o = l->y, l->dout = l->dy;
+    if (l->k.dropout > 0) {
+        l->o = take(act, dt, map);
+        l->dout = take(dact, dt, map);
+    }
+    /* as conv_backward (model_pass.c): the first layer's input, the
+     * features, gets no gradient, so its backward never asks for dx */
+    ds_conv_geom g = max_geom(m, i, -1);
+    size_t work = m->op->conv2d_work(m->ctx, &g, i > 0);
+    for (int r = 0; r < l->n_res; r++) {
+        res_branch *b = &l->res[r];
+        b->a = take(act, dt, map);
+        b->z = take(act, dt, map);
+        plan_bn(m, &b->bn);
+        b->da = take(dact, dt, map);
+        g = max_geom(m, i, r);
+        work = max_size(work, m->op->conv2d_work(m->ctx, &g, 1));
+    }
+    return work;
+}
+
 /* Assigns arena offsets for the largest batch, scratch included. */
 static void plan_arenas(ds_model *m)
 {
@@ -280,22 +344,8 @@ static void plan_arenas(ds_model *m)
     const ds_dtype dt = m->dt;
     size_t *act = &m->act_count, *dact = &m->dact_count, work = 0;
     m->x0 = take(act, dt, B * m->t_max[0] * m->cfg.n_features);
-    for (int i = 0; i < m->cfg.n_conv; i++) {
-        conv_layer *l = &m->conv[i];
-        size_t map = B * l->co * m->t_max[i + 1] * l->fo;
-        l->a = take(act, dt, map);
-        l->y = take(act, dt, map);
-        plan_bn(m, &l->bn);
-        l->da = take(dact, dt, map);
-        l->dbn = take(dact, dt, map);
-        l->dy = take(dact, dt, map);
-        ds_conv_geom g = {(int)B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
-                          l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, m->t_max[i + 1], l->fo, 1};
-        /* as conv_backward (model_pass.c): the first layer's input, the
-         * features, gets no gradient, so its backward never asks for dx */
-        work = max_size(work, m->op->conv2d_work(m->ctx, &g, i > 0));
-    }
+    for (int i = 0; i < m->cfg.n_conv; i++)
+        work = max_size(work, plan_conv(m, i));
     const size_t T = (size_t)m->t_max[m->cfg.n_conv];
     m->s0 = take(act, dt, T * B * m->s0_width);
     m->ds0 = take(dact, dt, T * B * m->s0_width);
@@ -662,11 +712,7 @@ ds_status ds_model_put(ds_model *m, int which, const double *host)
 /* ---- the batch ---- */
 
 /* Length after conv stage s+1 of one of length len at stage s (0: too short). */
-static int stage_out(const ds_model *m, int s, int len)
-{
-    const ds_conv_cfg *k = &m->conv[s].k;
-    return ds_window_out(len, k->kernel_time, k->stride_time, k->pad_time);
-}
+static int stage_out(const ds_model *m, int s, int len) { return ds_m_conv_frames(m, s, len); }
 
 /* BatchNorm counts (real positions per channel after each conv stage, real
  * frames of the sequence part) and the loss norm of utterances lengths [n]. */

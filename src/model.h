@@ -37,10 +37,15 @@
 #include "optim.h"
 
 #define DS_MAX_RNN 32
+/* Residual branches of the largest valid config: dense_residual's 1 + 2 +
+ * ... + DS_MAX_RES, more than one per block of single layers. */
+#define DS_MAX_RES_BRANCHES (DS_MAX_RES * (DS_MAX_RES + 1) / 2)
 /* Tensors of the largest valid config: per conv layer weight, bias and BN
- * (4); 2 per FC layer before the RNN; per RNN layer BN (2) and 4 per
- * direction; lookahead; 2 per hidden FC; output BN, FC and its bias (4). */
-#define DS_MAX_TENSORS (4 * DS_MAX_CONV + 2 * DS_MAX_FC + 10 * DS_MAX_RNN + 1 + 2 * DS_MAX_FC + 4)
+ * (4); per residual branch weight and BN (3); 2 per FC layer before the
+ * RNN; per RNN layer BN (2) and 4 per direction; lookahead; 2 per hidden
+ * FC; output BN, FC and its bias (4). */
+#define DS_MAX_TENSORS (4 * DS_MAX_CONV + 3 * DS_MAX_RES_BRANCHES + 2 * DS_MAX_FC + \
+                        10 * DS_MAX_RNN + 1 + 2 * DS_MAX_FC + 4)
 
 /* A named tensor of a flat buffer. */
 typedef struct {

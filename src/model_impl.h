@@ -18,13 +18,31 @@ typedef struct {
     size_t mom, dmom;           /* bna [2c]: forward and backward moments */
 } bn_layer;
 
+/* A residual branch into a block's last layer: 1x1 conv (no bias) and
+ * BatchNorm of an earlier layer's output, added before the activation. */
+typedef struct {
+    int src;                    /* the conv layer whose output it reads */
+    int w;                      /* parameter index, [co][c_src][1][1] */
+    bn_layer bn;
+    size_t a, z;                /* act [B][co][T][fo]: conv output, BN output */
+    size_t da;                  /* dact: grad of the conv output */
+} res_branch;
+
+/* conv (bias optional) -> mask -> BN -> + residual branches -> activation
+ * (clamp to [0, hi]) -> dropout in training. */
 typedef struct {
     ds_conv_cfg k;
     int ci, co, fi, fo;         /* channels and frequency bins in / out */
-    int w, b;                   /* parameter indices */
+    int w, b;                   /* parameter indices (b -1: no bias) */
     bn_layer bn;
-    size_t a, y;                /* act [B][co][T][fo]: conv output, block output */
-    size_t da, dbn, dy;         /* dact: grads of conv output, BN output, block output */
+    double hi;                  /* 20 (clipped ReLU) or infinity (ReLU) */
+    int site;                   /* the layer's number in dropout's key */
+    size_t a, y;                /* act [B][co][T][fo]: conv output, activation */
+    size_t o;                   /* act: output after dropout (o == y: no dropout) */
+    size_t da, dbn, dy, dout;   /* dact: grads of conv output, pre-activation sum, activation,
+                                 * output (dout == dy: no dropout) */
+    int n_res;
+    res_branch res[DS_MAX_RES];
 } conv_layer;
 
 typedef struct {
@@ -122,6 +140,9 @@ static inline void *ds_m_grad(ds_model *m, int i)
 static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->rs, m->roles.stats, m->stats[i].place); }
 static inline int *ds_m_len(ds_model *m, int stage) { return m->d_len + (size_t)stage * m->lim.batch; }
 static inline int ds_m_rnn_dirs(const ds_model *m) { return m->cfg.bidirectional ? 2 : 1; }
+
+/* Frames after conv layer i for t frames in (0: too short). */
+static inline int ds_m_conv_frames(const ds_model *m, int i, int t) { return ds_config_conv_frames(&m->cfg.conv[i], t); }
 
 /* Output size of a strided window: (in + 2 pad - k) / stride + 1, or 0. */
 static inline int ds_window_out(int in, int k, int stride, int pad)

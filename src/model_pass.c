@@ -63,8 +63,32 @@ static ds_conv_geom conv_geom(const ds_model *m, int i)
     const conv_layer *l = &m->conv[i];
     return (ds_conv_geom){m->n, l->ci, m->t[i], l->fi, l->co, l->k.kernel_time,
                           l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, m->t[i + 1], l->fo, 1};
+                          l->k.pad_freq, m->t[i + 1], l->fo, l->k.dilation_time};
 }
+
+/* Residual branch r of layer i: 1x1 over its source's maps (the block's shape). */
+static ds_conv_geom res_geom(const ds_model *m, int i, int r)
+{
+    const conv_layer *l = &m->conv[i];
+    const int T = m->t[i + 1];
+    return (ds_conv_geom){m->n, m->conv[l->res[r].src].co, T, l->fo, l->co, 1, 1, 1, 1, 0, 0,
+                          T, l->fo, 1};
+}
+
+/* Where conv layer l's output is in this pass (after dropout in training
+ * with dropout, else the activation), and its gradient. */
+static int conv_dropping(const ds_model *m, const conv_layer *l) { return m->train && l->k.dropout > 0; }
+static void *conv_out(ds_model *m, const conv_layer *l)
+{
+    return ds_m_act(m, conv_dropping(m, l) ? l->o : l->y);
+}
+static void *conv_dout(ds_model *m, const conv_layer *l)
+{
+    return ds_m_dact(m, conv_dropping(m, l) ? l->dout : l->dy);
+}
+
+static void *param_or_null(ds_model *m, int i) { return i >= 0 ? ds_m_param(m, i) : NULL; }
+static void *grad_or_null(ds_model *m, int i) { return i >= 0 ? ds_m_grad(m, i) : NULL; }
 
 /* A layer's work inside a named range (NVTX on the GPU), so a profiler
  * shows the layers by name: "conv fwd 1", "rnn bwd 3", ... (i < 0: no number). */
@@ -85,18 +109,42 @@ static const char *range_name(char *buf, size_t size, const char *what, int i)
 
 /* ---- forward ---- */
 
+/* y += BN_r(conv1x1_r(source r's output)) for every residual branch of layer i. */
+static ds_status res_forward(ds_model *m, int i, const ds_view *v, const int *len, void *y)
+{
+    const conv_layer *l = &m->conv[i];
+    for (int r = 0; r < l->n_res; r++) {
+        const res_branch *b = &l->res[r];
+        const ds_conv_geom g = res_geom(m, i, r);
+        void *a = ds_m_act(m, b->a), *z = ds_m_act(m, b->z);
+        /* the source is zero at padding frames, so is its 1x1 conv: no mask */
+        DS_TRY(m->op->conv2d_fwd(m->ctx, &g, conv_out(m, &m->conv[b->src]), ds_m_param(m, b->w),
+                                 NULL, a, ds_m_act(m, m->work)));
+        DS_TRY(bn_forward(m, &b->bn, v, len, m->count[i + 1], a, z));
+        DS_TRY(m->op->add(m->ctx, (size_t)v->n * v->sn, z, y));
+    }
+    return DS_OK;
+}
+
 static ds_status conv_forward(ds_model *m, int i, const void *x)
 {
     const conv_layer *l = &m->conv[i];
     const ds_conv_geom g = conv_geom(m, i);
     const ds_view v = conv_view(m->n, l->co, m->t[i + 1], l->fo);
+    const size_t n = (size_t)v.n * v.sn;
     const int *len = ds_m_len(m, i + 1);
     void *a = ds_m_act(m, l->a), *y = ds_m_act(m, l->y);
-    DS_TRY(m->op->conv2d_fwd(m->ctx, &g, x, ds_m_param(m, l->w), ds_m_param(m, l->b), a,
+    DS_TRY(m->op->conv2d_fwd(m->ctx, &g, x, ds_m_param(m, l->w), param_or_null(m, l->b), a,
                              ds_m_act(m, m->work)));
     DS_TRY(m->op->mask(m->ctx, &v, len, a));
     DS_TRY(bn_forward(m, &l->bn, &v, len, m->count[i + 1], a, y));
-    return m->op->hardtanh_fwd(m->ctx, (size_t)v.n * v.sn, HARDTANH_LO, HARDTANH_HI, y, y);
+    DS_TRY(res_forward(m, i, &v, len, y));
+    DS_TRY(m->op->hardtanh_fwd(m->ctx, n, HARDTANH_LO, l->hi, y, y));
+    if (!conv_dropping(m, l))
+        return DS_OK;
+    ds_dropout_key key = m->drop;
+    key.layer = (unsigned)l->site;
+    return m->op->dropout_fwd(m->ctx, n, l->k.dropout, &key, y, ds_m_act(m, l->o));
 }
 
 /* x [T][N][in] -> rnn[j].y [T][N][H], through the input BN for j > 0. */
@@ -205,7 +253,7 @@ ds_status ds_model_forward(ds_model *m, int train)
     const void *x = ds_m_act(m, m->x0);
     for (int i = 0; i < m->cfg.n_conv; i++) {
         IN_RANGE(m, "conv fwd ", i, conv_forward(m, i, x));
-        x = ds_m_act(m, m->conv[i].y);
+        x = conv_out(m, &m->conv[i]);
     }
     IN_RANGE(m, m->cfg.n_conv || !m->cfg.context ? "conv_to_seq fwd" : "context fwd", -1,
              front_forward(m, x));
@@ -308,8 +356,28 @@ static ds_status fc_backward(ds_model *m, const fc_layer *l, const void *x, void
     return ready(m, l->w);
 }
 
+/* The input of RNN layer j (j = rnn_layers: of what follows the RNN) and
+ * where its gradient goes: the previous RNN layer, the last FC before the
+ * RNN, or the sequence input (no gradient wanted: NULL, where it is the
+ * features themselves). */
+static void rnn_input(ds_model *m, int j, const void **x, void **dx)
+{
+    const fc_layer *pre = m->cfg.n_fc_pre ? &m->fc_pre[m->cfg.n_fc_pre - 1] : NULL;
+    if (j > 0) {
+        *x = ds_m_act(m, m->rnn[j - 1].y);
+        *dx = ds_m_dact(m, m->rnn[j - 1].dy);
+    } else if (pre) {
+        *x = fc_out(m, pre);
+        *dx = ds_m_dact(m, pre->dy);
+    } else {
+        *x = ds_m_act(m, m->s0);
+        *dx = m->cfg.n_conv ? ds_m_dact(m, m->ds0) : NULL;
+    }
+}
+
 /* The tensor entering hidden FC k (k = n_fc: the output BatchNorm) and
- * where its gradient goes: the previous FC, the lookahead or the last RNN. */
+ * where its gradient goes: the previous FC, the lookahead or the last RNN
+ * (or what precedes it, in a model without one). */
 static void head_input(ds_model *m, int k, const void **x, void **dx)
 {
     if (k > 0) {
@@ -319,8 +387,7 @@ static void head_input(ds_model *m, int k, const void **x, void **dx)
         *x = ds_m_act(m, m->la_y);
         *dx = ds_m_dact(m, m->la_dy);
     } else {
-        *x = ds_m_act(m, m->rnn[m->cfg.rnn_layers - 1].y);
-        *dx = ds_m_dact(m, m->rnn[m->cfg.rnn_layers - 1].dy);
+        rnn_input(m, m->cfg.rnn_layers, x, dx);
     }
 }
 
@@ -354,14 +421,14 @@ static ds_status head_backward(ds_model *m)
 {
     const int T = ds_model_batch_out_frames(m), H = m->cfg.hidden;
     const size_t rows = (size_t)T * m->n;
-    const rnn_layer *last = &m->rnn[m->cfg.rnn_layers - 1];
     const void *x;
     void *dx;
     for (int k = m->cfg.n_fc - 1; k >= 0; k--) {
         head_input(m, k, &x, &dx);
         DS_TRY(fc_backward(m, &m->fc[k], x, dx));
     }
-    if (m->la_w >= 0) {
+    if (m->la_w >= 0) {   /* a lookahead follows a (unidirectional) RNN */
+        const rnn_layer *last = &m->rnn[m->cfg.rnn_layers - 1];
         DS_TRY(m->op->hardtanh_bwd(m->ctx, rows * H, HARDTANH_LO, HARDTANH_HI, ds_m_act(m, m->la_y),
                                    ds_m_dact(m, m->la_dy), ds_m_dact(m, m->la_dpre)));
         DS_TRY(m->op->lookahead_bwd(m->ctx, T, m->n, H, m->cfg.lookahead, ds_m_act(m, last->y),
@@ -378,9 +445,9 @@ static ds_status rnn_backward(ds_model *m, int j)
     const rnn_layer *r = &m->rnn[j];
     const int T = ds_model_batch_out_frames(m);
     const int *len = ds_m_len(m, m->cfg.n_conv);
-    const fc_layer *pre = m->cfg.n_fc_pre ? &m->fc_pre[m->cfg.n_fc_pre - 1] : NULL;
-    const void *x = j ? ds_m_act(m, m->rnn[j - 1].y) : pre ? fc_out(m, pre) : ds_m_act(m, m->s0);
-    void *dx = j ? ds_m_dact(m, m->rnn[j - 1].dy) : ds_m_dact(m, pre ? pre->dy : m->ds0);
+    const void *x;
+    void *dx;
+    rnn_input(m, j, &x, &dx);
     const void *rin = r->has_bn ? ds_m_act(m, r->z) : x;
     void *drin = r->has_bn ? ds_m_dact(m, r->dz) : dx;
     DS_TRY(m->op->rnn_bwd(m->ctx, r->plan, T, m->n, ds_model_out_lengths(m), len, rin,
@@ -394,20 +461,46 @@ static ds_status rnn_backward(ds_model *m, int j)
     return ready(m, r->has_bn ? r->bn.gamma : r->first_w);
 }
 
+/* The gradient of the pre-activation sum (dbn) into each residual branch:
+ * its BatchNorm, its 1x1 conv, and the source's output gradient (+=). */
+static ds_status res_backward(ds_model *m, int i, const ds_view *v, const int *len)
+{
+    const conv_layer *l = &m->conv[i];
+    for (int r = l->n_res - 1; r >= 0; r--) {
+        const res_branch *b = &l->res[r];
+        const conv_layer *src = &m->conv[b->src];
+        const ds_conv_geom g = res_geom(m, i, r);
+        DS_TRY(bn_backward(m, &b->bn, v, len, m->count[i + 1], ds_m_act(m, b->a),
+                           ds_m_dact(m, l->dbn), ds_m_dact(m, b->da)));
+        DS_TRY(m->op->conv2d_bwd(m->ctx, &g, conv_out(m, src), ds_m_param(m, b->w),
+                                 ds_m_dact(m, b->da), conv_dout(m, src), ds_m_grad(m, b->w), NULL,
+                                 ds_m_act(m, m->work)));
+    }
+    return DS_OK;
+}
+
 static ds_status conv_backward(ds_model *m, int i)
 {
     const conv_layer *l = &m->conv[i];
     const ds_conv_geom g = conv_geom(m, i);
     const ds_view v = conv_view(m->n, l->co, m->t[i + 1], l->fo);
     const size_t n = (size_t)v.n * v.sn;
-    const void *x = i ? ds_m_act(m, m->conv[i - 1].y) : ds_m_act(m, m->x0);
-    void *dx = i ? ds_m_dact(m, m->conv[i - 1].dy) : NULL;   /* no gradient for features */
-    DS_TRY(m->op->hardtanh_bwd(m->ctx, n, HARDTANH_LO, HARDTANH_HI, ds_m_act(m, l->y),
+    const int *len = ds_m_len(m, i + 1);
+    const void *x = i ? conv_out(m, &m->conv[i - 1]) : ds_m_act(m, m->x0);
+    void *dx = i ? conv_dout(m, &m->conv[i - 1]) : NULL;   /* no gradient for features */
+    if (conv_dropping(m, l)) {
+        ds_dropout_key key = m->drop;
+        key.layer = (unsigned)l->site;
+        DS_TRY(m->op->dropout_bwd(m->ctx, n, l->k.dropout, &key, ds_m_dact(m, l->dout),
+                                  ds_m_dact(m, l->dy)));
+    }
+    DS_TRY(m->op->hardtanh_bwd(m->ctx, n, HARDTANH_LO, l->hi, ds_m_act(m, l->y),
                                ds_m_dact(m, l->dy), ds_m_dact(m, l->dbn)));
-    DS_TRY(bn_backward(m, &l->bn, &v, ds_m_len(m, i + 1), m->count[i + 1], ds_m_act(m, l->a),
+    DS_TRY(res_backward(m, i, &v, len));
+    DS_TRY(bn_backward(m, &l->bn, &v, len, m->count[i + 1], ds_m_act(m, l->a),
                        ds_m_dact(m, l->dbn), ds_m_dact(m, l->da)));
     DS_TRY(m->op->conv2d_bwd(m->ctx, &g, x, ds_m_param(m, l->w), ds_m_dact(m, l->da), dx,
-                             ds_m_grad(m, l->w), ds_m_grad(m, l->b), ds_m_act(m, m->work)));
+                             ds_m_grad(m, l->w), grad_or_null(m, l->b), ds_m_act(m, m->work)));
     return ready(m, l->w);
 }
 
@@ -434,7 +527,7 @@ ds_status ds_model_backward(ds_model *m)
     const conv_layer *last = &m->conv[m->cfg.n_conv - 1];
     IN_RANGE(m, "conv_to_seq bwd", -1,
              m->op->conv_to_seq_bwd(m->ctx, m->n, last->co, ds_model_batch_out_frames(m),
-                                    last->fo, ds_m_dact(m, m->ds0), ds_m_dact(m, last->dy)));
+                                    last->fo, ds_m_dact(m, m->ds0), conv_dout(m, last)));
     for (int i = m->cfg.n_conv - 1; i >= 0; i--)
         IN_RANGE(m, "conv bwd ", i, conv_backward(m, i));
     m->have_dlogits = 0;

@@ -4,8 +4,14 @@
   pytorch_ds2_check.py --dstrain BUILD/dstrain --peer-dump BUILD/tests/peer_dump
 
 1. Parameter count: for every preset in configs/, pytorch_ds2's model
-   (DeepSpeech2, or DeepSpeech1 for DS1's graph) has exactly the count `dstrain info PRESET` prints (and the one
-   bench/benchlib.py's param_count computes from the config).
+   (DeepSpeech2, DeepSpeech1 for DS1's graph, ConvASR for the conv-only
+   Jasper, Jasper DR and Wav2Letter+) has exactly the count `dstrain info
+   PRESET` prints (and the one bench/benchlib.py's param_count computes from
+   the config). The models are made on torch's meta device (shapes, no
+   memory: Jasper 10x5 DR has 333M parameters), by the same build_model.
+1b. Names: dstrain_names() of pytorch_ds2's model gives exactly the
+   parameter and BatchNorm-statistics names and shapes of a checkpoint that
+   `dstrain train --synthetic --steps 1` writes (groups params and state).
 2. Same loss as dstrain from the same weights: peer_dump (the C model, FP64)
    writes weights, BatchNorm running stats, a batch of unequal lengths and its
    loss; the weights load into pytorch_ds2's model under dstrain's names
@@ -24,9 +30,13 @@
    tests/peer/peer_model.py (the masked peer that peer_torch proves equal to
    dstrain in train mode), same weights, FP64: loss, every parameter gradient
    and every running statistic after the step within 1e-9.
-Cases: tiny and small presets, ds1-small without dropout (DeepSpeech1), and
-a unidirectional LSTM with lookahead and a
-hidden FC layer (ds2-medium's extra layers, scaled down).
+Cases: tiny and small presets, ds1-small without dropout (DeepSpeech1), a
+unidirectional LSTM with lookahead and a hidden FC layer (ds2-medium's extra
+layers, scaled down), and ConvASR without dropout (torch's masks are not
+dstrain's): jasper-small, w2l-small, jasper-small with dense residuals, and a
+small conv-only model with conv biases, dilation, both activations, dense
+residual blocks, a strided last layer over 2 bins and a hidden FC layer
+before a BatchNorm + Linear output.
 """
 
 import argparse
@@ -96,10 +106,43 @@ def param_counts(dstrain):
         m = re.search(r"(\d+) parameters", out)
         c_count = int(m.group(1)) if m else None
         cfg = bl.load_config(name)
-        t_count = sum(p.numel() for p in pd.build_model(cfg).parameters())
+        m = pd.build_model(cfg, device="meta")
+        t_count = sum(p.numel() for p in m.parameters())
         check(c_count == t_count == bl.param_count(cfg),
-              "params %-10s dstrain %s, pytorch_ds2 %d, benchlib %d"
-              % (name, c_count, t_count, bl.param_count(cfg)))
+              "params %-14s dstrain %s, pytorch_ds2 %d (%s), benchlib %d"
+              % (name, c_count, t_count, type(m).__name__, bl.param_count(cfg)))
+
+
+def checkpoint_names(dstrain, tmp, name, cfg):
+    """dstrain's names and shapes (a checkpoint after one synthetic step)
+    against dstrain_names() of pytorch_ds2's model."""
+    d = os.path.join(tmp, "ck_" + name)
+    os.makedirs(d)
+    cfg_path = os.path.join(d, "model.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    r = subprocess.run([os.path.abspath(dstrain), "train", "--config", cfg_path, "--synthetic",
+                        "--steps", "1", "--print-every", "0", "--checkpoint-dir", "ck"], cwd=d,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    ck = os.path.join(d, "ck", "step-00000001.h5")
+    if r.returncode != 0 or not os.path.exists(ck):
+        check(False, "%s: dstrain train exited %d: %s" % (name, r.returncode,
+                                                         r.stdout.decode()[-300:]))
+        return
+    with h5py.File(ck, "r") as f:
+        theirs = [{k: tuple(v.shape) for k, v in f[g].items()} if g in f else {}
+                  for g in ("params", "state")]
+    mine = [{k: tuple(v.shape) for k, v in t.items()}
+            for t in pd.build_model(cfg, device="meta").dstrain_names()]
+    for what, m, t in (("params", mine[0], theirs[0]), ("state", mine[1], theirs[1])):
+        missing, extra = sorted(set(t) - set(m)), sorted(set(m) - set(t))
+        shapes = sorted(k for k in set(m) & set(t) if m[k] != t[k])
+        # DS1's graph has no BatchNorm: no statistics on either side
+        check(not missing and not extra and not shapes and (t or what == "state"),
+              "%s: %d %s names as dstrain's checkpoint%s" % (
+                  name, len(m), what, "" if not (missing or extra or shapes) else
+                  " (pytorch_ds2 lacks %s, has extra %s, other shapes %s)"
+                  % (missing[:4], extra[:4], shapes[:4])))
 
 
 def model_from(cfg, params, state):
@@ -224,9 +267,37 @@ def main():
     # DS1's graph (pytorch_ds2's DeepSpeech1) without dropout: torch's own
     # dropout draws other masks than dstrain's
     ds1 = dict(bl.load_config("ds1-small"), dropout=0.0, name="ds1_small")
+    # ConvASR (no "rnn"): dropout off as for DS1
+    def no_dropout(cfg, **kw):
+        c = dict(cfg, conv=[dict(layer, dropout=0.0) for layer in cfg["conv"]], **kw)
+        c["name"] = c["name"].replace("-", "_")
+        return c
+    conv_fc = {"name": "conv_fc", "n_features": 20, "n_classes": 29,
+               "conv": [{"channels": 6, "kernel_time": 5, "kernel_freq": 5, "stride_time": 2,
+                         "stride_freq": 2, "pad_time": 2, "pad_freq": 2},
+                        {"channels": 6, "kernel_time": 3, "kernel_freq": 3, "pad_time": 2,
+                         "pad_freq": 1, "dilation_time": 2, "activation": "relu", "block": 1,
+                         "repeat": 2},
+                        {"channels": 5, "kernel_time": 5, "kernel_freq": 3, "pad_time": 2,
+                         "pad_freq": 1, "bias": False, "block": 2},
+                        {"channels": 4, "kernel_time": 3, "kernel_freq": 3, "stride_freq": 2,
+                         "pad_time": 1, "pad_freq": 1}],
+               "dense_residual": True, "fc_hidden": [12], "bn_eps": 1e-5, "bn_momentum": 0.1}
+    jasper = bl.load_config("jasper-small")
+    conv_cases = [("jasper_small", no_dropout(jasper)),
+                  ("w2l_small", no_dropout(bl.load_config("w2l-small"))),
+                  ("jasper_dr_small", no_dropout(jasper, name="jasper_dr_small",
+                                                 dense_residual=True)),
+                  ("conv_fc", conv_fc)]
     cases = [("tiny", bl.load_config("tiny")), ("small", bl.load_config("small")), ("la_fc", la),
-             ("ds1_small", ds1)]
+             ("ds1_small", ds1)] + conv_cases
     with tempfile.TemporaryDirectory() as tmp:
+        named = [(p, bl.load_config(p)) for p in ("tiny", "ds1-small", "jasper-small",
+                                                  "w2l-small")]
+        named += [("jasper-small-dr", dict(jasper, name="jasper-small-dr", dense_residual=True)),
+                  ("conv_fc", conv_fc)]
+        for name, cfg in named:
+            checkpoint_names(a.dstrain, tmp, name, cfg)
         for name, cfg in cases:
             same_loss(a.peer_dump, tmp, name, cfg)
     for i, (name, cfg) in enumerate(cases):

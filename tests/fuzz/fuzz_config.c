@@ -22,7 +22,7 @@ static void fail(const char *what, const char *json)
 
 static void round_trip(const ds_model_cfg *a)
 {
-    char json[8192];   /* what a checkpoint's write_attrs gives it */
+    char json[DS_CONFIG_JSON_MAX];   /* what a checkpoint's write_attrs gives it */
     ds_model_cfg b;
     if (ds_config_to_json(a, json, sizeof json) != DS_OK)
         fail("an accepted config does not fit ds_config_to_json", "");

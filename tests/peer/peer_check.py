@@ -77,6 +77,30 @@ def _ds1(name, nfeat, context, fc_pre, hidden, fc_hidden, dropout):
             "fc_hidden": fc_hidden, "output": {"batch_norm": False, "bias": True}}
 
 
+def _convnet(name, nfeat, dense, hi, dropout, blocks=2, repeat=2):
+    """Jasper's graph in small (hi "relu": ReLU, residual blocks, dense or
+    not) or Wav2Letter+'s (clipped ReLU, blocks=0: no residuals): a prologue
+    over every feature with stride 2, blocks of repeated "same" layers
+    (one dilated), an epilogue, an output FC with a bias."""
+    act = {"activation": "relu"} if hi == "relu" else {}
+    conv = [dict({"channels": 5, "kernel_time": 5, "kernel_freq": nfeat, "stride_time": 2,
+                  "pad_time": 2, "bias": False, "dropout": dropout}, **act)]
+    for b in range(max(blocks, 1)):
+        layer = {"channels": 4 + b, "kernel_time": 3, "kernel_freq": 1, "pad_time": 1 + b,
+                 "dilation_time": 1 + b, "bias": b % 2 == 1, "dropout": dropout,
+                 "repeat": repeat}
+        if blocks:
+            layer["block"] = b + 1
+        conv.append(dict(layer, **act))
+    conv.append(dict({"channels": 6, "kernel_time": 1, "kernel_freq": 1, "bias": False,
+                      "dropout": dropout}, **act))
+    cfg = {"name": name, "n_features": nfeat, "n_classes": 29, "conv": conv, "fc_hidden": [],
+           "output": {"batch_norm": False, "bias": True}, "bn_eps": 1e-3, "bn_momentum": 0.1}
+    if dense:
+        cfg["dense_residual"] = True
+    return cfg
+
+
 # (case name, config, dtype, mode, batch, frames, seed)
 CASES = [
     ("lstm_bi_fc_f64_train", _cfg("p1", 16, CONV2, "lstm", 8, 2, True, 0, [12]),
@@ -118,6 +142,19 @@ CASES = [
      {"name": "p17", "n_features": 10, "fc_pre": [9], "dropout": 0.1,
       "rnn": {"type": "gru", "hidden": 6, "layers": 2, "bidirectional": True}},
      "f64", "train", 3, 32, 34),
+    # the convolution-only families: Jasper (ReLU, a 1x1 conv + BN residual
+    # per block, a dilated block, convs with and without bias), Jasper DR
+    # (every block's input into each later block), Wav2Letter+ (clipped
+    # ReLU, no residuals); dropout after every layer, the masks drawn alike
+    ("jasper_drop_f64_train", _convnet("p18", 9, False, "relu", 0.2), "f64", "train", 3, 40, 35,
+     ["--dropout-key", "81985529216486895,77,2"]),
+    ("jasper_dr_drop_f64_train", _convnet("p19", 8, True, "relu", 0.15, blocks=3), "f64",
+     "train", 3, 40, 36),
+    ("jasper_dr_f64_eval", _convnet("p20", 8, True, "relu", 0.2, blocks=3), "f64", "eval", 4,
+     32, 37),
+    ("jasper_drop_f32_train", _convnet("p21", 9, False, "relu", 0.2), "f32", "train", 3, 40, 38),
+    ("w2l_drop_f64_train", _convnet("p22", 10, False, "clip", 0.25, blocks=0, repeat=3), "f64",
+     "train", 3, 40, 39),
 ]
 
 # ---------------------------------------------------------------- dumps

@@ -159,7 +159,7 @@ static ds_status run(const opts *o)
         DS_TRY_GOTO(st, make_impossible(&cfg, &b), out);
 
     DS_TRY_GOTO(st, ds_h5_create(o->out, &f), out);
-    char json[4096];
+    char json[DS_CONFIG_JSON_MAX];
     DS_TRY_GOTO(st, ds_config_to_json(&cfg, json, sizeof json), out);
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "config", json), out);
     DS_TRY_GOTO(st, ds_h5_write_attr_str(f, "dtype", ds_dtype_name(o->dt)), out);

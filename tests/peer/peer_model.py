@@ -1,4 +1,5 @@
-"""PyTorch peer of the dstrain model: DeepSpeech2's graph and DS1's stages.
+"""PyTorch peer of the dstrain model: DeepSpeech2's graph, DS1's stages and
+the convolution-only families (Jasper, Jasper DR, Wav2Letter+).
 
 Builds the same architecture as the C trainer from the model config JSON,
 with parameters under the C side's names, so that weights exported by
@@ -25,7 +26,7 @@ GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
 # Dropout's layer numbers (src/model_impl.h, model.c): fc_pre k is k,
-# fc_hidden k is DS_MAX_FC + k.
+# fc_hidden k is DS_MAX_FC + k, conv layer i is 2 DS_MAX_FC + i.
 DS_MAX_FC = 8
 U32 = np.uint64(0xFFFFFFFF)
 
@@ -57,9 +58,40 @@ def dropout_keep(n, p, seed, step, layer, part):
     return draws >= np.uint64(int(p * 16777216.0))
 
 
-def conv_out_len(n, kernel, stride, pad):
+def conv_out_len(n, kernel, stride, pad, dilation=1):
     """Output size of a convolution along one axis (floor division)."""
-    return (n + 2 * pad - kernel) // stride + 1
+    return (n + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_layers(cfg):
+    """The config's conv layers, an entry with "repeat": R as R layers, every
+    field with its default (as src/config.c reads them)."""
+    out = []
+    for c in cfg.get("conv", []):
+        spec = {"channels": int(c["channels"]), "kernel_time": int(c["kernel_time"]),
+                "kernel_freq": int(c["kernel_freq"]),
+                "stride_time": int(c.get("stride_time", 1)),
+                "stride_freq": int(c.get("stride_freq", 1)),
+                "pad_time": int(c.get("pad_time", 0)), "pad_freq": int(c.get("pad_freq", 0)),
+                "dilation_time": int(c.get("dilation_time", 1)), "bias": bool(c.get("bias", True)),
+                "hi": float("inf") if c.get("activation", "clipped_relu") == "relu" else 20.0,
+                "dropout": float(c.get("dropout", 0.0)), "block": int(c.get("block", 0))}
+        out += [dict(spec) for _ in range(int(c.get("repeat", 1)))]
+    return out
+
+
+def residual_sources(specs, dense):
+    """For each layer i, the layers whose outputs its residual branches read
+    (empty but at a block's last layer): the input of its own block, or with
+    dense residuals the input of every block up to its own."""
+    starts = [i for i in range(1, len(specs))
+              if specs[i]["block"] and specs[i]["block"] != specs[i - 1]["block"]]
+    out = []
+    for i, s in enumerate(specs):
+        end = s["block"] and (i + 1 == len(specs) or specs[i + 1]["block"] != s["block"])
+        src = [b - 1 for b in starts if b <= i and (dense or specs[b]["block"] == s["block"])]
+        out.append(src if end else [])
+    return out
 
 
 def hardtanh20(x):
@@ -135,26 +167,31 @@ class PeerModel(nn.Module):
         n_classes = int(cfg.get("n_classes", N_CLASSES))
 
         # --- convolutions ---
-        self.conv_specs = []
+        self.conv_specs = conv_layers(cfg)
+        self.res_src = residual_sources(self.conv_specs, bool(cfg.get("dense_residual", False)))
         self.conv_w = nn.ParameterList()
-        self.conv_b = nn.ParameterList()
+        self.conv_b = nn.ParameterDict()
         self.conv_bn = nn.ModuleList()
+        self.res_w = nn.ParameterDict()     # "i_r" -> 1x1 weight of layer i's branch r
+        self.res_bn = nn.ModuleDict()
         c_prev, f_prev = 1, int(cfg["n_features"])
-        for c in cfg.get("conv", []):
-            spec = {k: int(c[k]) for k in ("channels", "kernel_time", "kernel_freq",
-                                           "stride_time", "stride_freq",
-                                           "pad_time", "pad_freq")}
-            self.conv_specs.append(spec)
+        chans = []
+        for i, spec in enumerate(self.conv_specs):
             ch = spec["channels"]
             self.conv_w.append(nn.Parameter(
                 torch.zeros(ch, c_prev, spec["kernel_time"], spec["kernel_freq"])))
-            self.conv_b.append(nn.Parameter(torch.zeros(ch)))
+            if spec["bias"]:
+                self.conv_b[str(i)] = nn.Parameter(torch.zeros(ch))
             self.conv_bn.append(MaskedBatchNorm(ch, eps, mom))
+            for r, src in enumerate(self.res_src[i]):
+                self.res_w["%d_%d" % (i, r)] = nn.Parameter(torch.zeros(ch, chans[src], 1, 1))
+                self.res_bn["%d_%d" % (i, r)] = MaskedBatchNorm(ch, eps, mom)
             f_prev = conv_out_len(f_prev, spec["kernel_freq"], spec["stride_freq"],
                                   spec["pad_freq"])
             if f_prev < 1:
                 raise ValueError("convolutions leave no frequency bins")
             c_prev = ch
+            chans.append(ch)
         self.context = int(cfg.get("context", 0))
         nf = int(cfg["n_features"])
         self.rnn_in = c_prev * f_prev if self.conv_specs else (2 * self.context + 1) * nf
@@ -167,8 +204,8 @@ class PeerModel(nn.Module):
             self.fc_pre.append(nn.Linear(self.rnn_in, int(out), bias=True))
             self.rnn_in = int(out)
 
-        # --- recurrent stack ---
-        r = cfg["rnn"]
+        # --- recurrent stack (none without "rnn") ---
+        r = cfg.get("rnn", {"type": "lstm", "hidden": 0, "layers": 0, "bidirectional": False})
         self.rnn_type = r["type"]
         self.hidden = int(r["hidden"])
         self.n_layers = int(r["layers"])
@@ -187,7 +224,7 @@ class PeerModel(nn.Module):
 
         # --- fully connected head ---
         self.fc_hidden = nn.ModuleList()
-        d = self.hidden
+        d = self.hidden if self.n_layers else self.rnn_in
         for out in cfg.get("fc_hidden", []):
             self.fc_hidden.append(nn.Linear(d, int(out), bias=True))
             d = int(out)
@@ -203,9 +240,15 @@ class PeerModel(nn.Module):
         p = {}
         for i in range(len(self.conv_specs)):
             p["conv.%d.weight" % i] = self.conv_w[i]
-            p["conv.%d.bias" % i] = self.conv_b[i]
+            if str(i) in self.conv_b:
+                p["conv.%d.bias" % i] = self.conv_b[str(i)]
             p["conv.%d.bn.weight" % i] = self.conv_bn[i].weight
             p["conv.%d.bn.bias" % i] = self.conv_bn[i].bias
+            for r in range(len(self.res_src[i])):
+                k = "%d_%d" % (i, r)
+                p["conv.%d.res.%d.weight" % (i, r)] = self.res_w[k]
+                p["conv.%d.res.%d.bn.weight" % (i, r)] = self.res_bn[k].weight
+                p["conv.%d.res.%d.bn.bias" % (i, r)] = self.res_bn[k].bias
         for k, lin in enumerate(self.fc_pre):
             p["fc_pre.%d.weight" % k] = lin.weight
             p["fc_pre.%d.bias" % k] = lin.bias
@@ -235,6 +278,8 @@ class PeerModel(nn.Module):
         out = {}
         for i, bn in enumerate(self.conv_bn):
             out["conv.%d.bn" % i] = bn
+            for r in range(len(self.res_src[i])):
+                out["conv.%d.res.%d.bn" % (i, r)] = self.res_bn["%d_%d" % (i, r)]
         for j in range(1, self.n_layers):
             out["rnn.%d.bn" % j] = self.rnn_bn[j - 1]
         if self.out_bn:
@@ -271,18 +316,23 @@ class PeerModel(nn.Module):
     def output_lengths(self, lengths):
         L = [int(v) for v in lengths]
         for s in self.conv_specs:
-            L = [conv_out_len(v, s["kernel_time"], s["stride_time"], s["pad_time"]) for v in L]
+            L = [conv_out_len(v, s["kernel_time"], s["stride_time"], s["pad_time"],
+                              s["dilation_time"]) for v in L]
         return L
+
+    def drop(self, x, p, layer):
+        """Dropout of x in training with dstrain's mask: element e of x in
+        its memory order is drawn as the C side draws element e."""
+        if not self.training or p <= 0:
+            return x
+        seed, step, part = self.drop_key
+        keep = dropout_keep(x.numel(), p, seed, step, layer, part)
+        keep = torch.as_tensor(keep.reshape(tuple(x.shape))).to(x.dtype)
+        return x * keep * (1.0 / (1.0 - p))
 
     def fc_layer(self, lin, x, seq_mask, layer):
         """Linear, Hardtanh(0, 20), padding zeroed, dropout in training."""
-        x = hardtanh20(lin(x)) * seq_mask
-        if self.training and self.dropout > 0:
-            seed, step, part = self.drop_key
-            keep = dropout_keep(x.numel(), self.dropout, seed, step, layer, part)
-            keep = torch.as_tensor(keep.reshape(tuple(x.shape))).to(x.dtype)
-            x = x * keep * (1.0 / (1.0 - self.dropout))
-        return x
+        return self.drop(hardtanh20(lin(x)) * seq_mask, self.dropout, layer)
 
     def front(self, features, lengths):
         """Without conv layers: the frames [T][N][F], or DS1's context windows
@@ -301,18 +351,25 @@ class PeerModel(nn.Module):
         n, t, _ = features.shape
         x = features.unsqueeze(1)                       # [N][1][T][F]
         lens = [int(v) for v in lengths]
+        outs = []                                       # every conv layer's output
         for i, s in enumerate(self.conv_specs):
-            lens = [conv_out_len(v, s["kernel_time"], s["stride_time"], s["pad_time"])
-                    for v in lens]
-            x = F.conv2d(x, self.conv_w[i], self.conv_b[i],
+            lens = [conv_out_len(v, s["kernel_time"], s["stride_time"], s["pad_time"],
+                                 s["dilation_time"]) for v in lens]
+            x = F.conv2d(x, self.conv_w[i], self.conv_b[str(i)] if s["bias"] else None,
                          stride=(s["stride_time"], s["stride_freq"]),
-                         padding=(s["pad_time"], s["pad_freq"]))
+                         padding=(s["pad_time"], s["pad_freq"]),
+                         dilation=(s["dilation_time"], 1))
             tt = x.shape[2]
             mask = (torch.arange(tt).view(1, tt) < torch.tensor(lens).view(n, 1))
             mask = mask.view(n, 1, tt, 1).to(x.dtype)
             x = x * mask
             x = self.conv_bn[i](x, mask, channel_dim=1)
-            x = hardtanh20(x)
+            for r, src in enumerate(self.res_src[i]):
+                k = "%d_%d" % (i, r)
+                x = x + self.res_bn[k](F.conv2d(outs[src], self.res_w[k]), mask, channel_dim=1)
+            x = torch.clamp(x, 0.0, s["hi"])
+            x = self.drop(x, s["dropout"], 2 * DS_MAX_FC + i)
+            outs.append(x)
 
         if self.conv_specs:
             n_, c, tt, f = x.shape

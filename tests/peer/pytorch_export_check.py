@@ -21,10 +21,11 @@ export     small models trained a few steps by dstrain (bidirectional LSTM,
            here about 1.3e-6 (float32, some 20 ulps) and 1.3e-15 (float64), so
            the tolerance leaves 15x and 10^4x room while a wrong mapping
            (conv axes not swapped, say) differs by 50% of the logits.
-           DS1's graph (no deepspeech.pytorch counterpart) exports under
-           dstrain's own names: loaded into bench/pytorch_ds2.py's DeepSpeech1
-           and the peer model, eval logits = dstrain's; imported back, every
-           tensor bit for bit.
+           DS1's graph, Jasper DR's and Wav2Letter+'s (no deepspeech.pytorch
+           counterpart) export under dstrain's own names: loaded into
+           bench/pytorch_ds2.py's twin (DeepSpeech1, the conv-only one) and the
+           peer model, eval logits = dstrain's; imported back, every tensor
+           bit for bit.
 roundtrip  state_dicts of a torch-initialised DeepSpeech (BatchNorm statistics
            and counters set off their defaults) in float32, float64 and float16,
            protocol 2 and 4, bare and inside a Lightning-style dict, with
@@ -256,20 +257,41 @@ def export_case(tmp, name, c, precision, seed, args):
           % (name, err2))
 
 
-# DS1's graph: no deepspeech.pytorch counterpart, so its state_dict keys are
-# dstrain's own names, for bench/pytorch_ds2.py's DeepSpeech1
+# DS1's graph and the convolution-only ones (Jasper DR, Wav2Letter+): no
+# deepspeech.pytorch counterpart, so their state_dict keys are dstrain's own
+# names, for bench/pytorch_ds2.py's twins (DeepSpeech1, the conv-only one)
+JASPER_DR = {"name": "jdrx", "n_features": 10, "n_classes": 29, "dense_residual": True,
+             "conv": [{"channels": 6, "kernel_time": 5, "kernel_freq": 10, "stride_time": 2,
+                       "pad_time": 2, "bias": False, "activation": "relu", "dropout": 0.1},
+                      {"channels": 6, "kernel_time": 3, "kernel_freq": 1, "pad_time": 1,
+                       "bias": False, "activation": "relu", "dropout": 0.1, "block": 1,
+                       "repeat": 2},
+                      {"channels": 8, "kernel_time": 5, "kernel_freq": 1, "pad_time": 4,
+                       "dilation_time": 2, "bias": False, "activation": "relu", "block": 2,
+                       "repeat": 2},
+                      {"channels": 8, "kernel_time": 1, "kernel_freq": 1, "bias": False,
+                       "activation": "relu"}],
+             "fc_hidden": [], "output": {"batch_norm": False, "bias": True}, "bn_eps": 1e-3}
+W2L = {"name": "w2lx", "n_features": 10, "n_classes": 29,
+       "conv": [{"channels": 6, "kernel_time": 5, "kernel_freq": 10, "stride_time": 2,
+                 "pad_time": 2, "bias": False, "dropout": 0.2},
+                {"channels": 7, "kernel_time": 3, "kernel_freq": 1, "pad_time": 1, "bias": False,
+                 "dropout": 0.2, "repeat": 3},
+                {"channels": 8, "kernel_time": 5, "kernel_freq": 1, "pad_time": 4,
+                 "dilation_time": 2, "bias": False, "dropout": 0.3}],
+       "fc_hidden": [], "output": {"batch_norm": False, "bias": True}, "bn_eps": 1e-3}
 DS1 = {"name": "ds1x", "n_features": 12, "n_classes": 29, "context": 2, "fc_pre": [10, 8],
        "rnn": {"type": "lstm", "hidden": 6, "layers": 1, "bidirectional": False},
        "fc_hidden": [7], "dropout": 0.1, "output": {"batch_norm": False, "bias": True}}
 
 
-def export_ds1(tmp, precision, seed, args):
-    """export: dstrain's names and shapes, loadable into DeepSpeech1 and the
-    peer model, whose eval logits are dstrain's; import of that file gives
-    back every tensor bit for bit."""
-    name = "ds1_" + precision
+def export_own_names(tmp, base, precision, seed, args):
+    """export: dstrain's names and shapes, loadable into bench/pytorch_ds2.py's
+    twin and the peer model, whose eval logits are dstrain's; import of that
+    file gives back every tensor bit for bit."""
+    name = "%s_%s" % (base["name"], precision)
     dtype = torch.float64 if precision == "fp64" else torch.float32
-    c = dict(DS1, name=name)
+    c = dict(base, name=name)
     ckpt = train(tmp, c, precision, seed, args.dstrain)
     out = os.path.join(tmp, name + ".pt")
     p = run([args.dstrain, "export", "--pytorch", ckpt, out], 0, name + ": dstrain export")
@@ -284,7 +306,7 @@ def export_ds1(tmp, precision, seed, args):
     try:
         model.load_dstrain({k: sd[k] for k in mine_p}, {k: sd[k] for k in mine_s})
     except (KeyError, ValueError) as e:
-        check(False, "%s: load into DeepSpeech1: %s" % (name, e))
+        check(False, "%s: load into %s: %s" % (name, type(model).__name__, e))
         return
     dump = os.path.join(tmp, name + "-logits.h5")
     run([args.logits_dump, "--checkpoint", ckpt, "--batch", 4, "--frames", 120, "--seed",
@@ -298,8 +320,8 @@ def export_ds1(tmp, precision, seed, args):
         theirs, _ = model(feats, torch.tensor(lengths, dtype=torch.int64))
     err, mag = max_err(ours, theirs, out_len)
     tol = TOL[dtype] * (mag if mag > 0 else 1.0)
-    check(err <= tol, "%s: DeepSpeech1's eval logits = dstrain's: max |diff| %.3g (tolerance %.3g)"
-          % (name, err, tol))
+    check(err <= tol, "%s: %s's eval logits = dstrain's: max |diff| %.3g (tolerance %.3g)"
+          % (name, type(model).__name__, err, tol))
     peer = peer_model.PeerModel(c).to(dtype).eval()
     peer.load_peer({k: sd[k] for k in mine_p}, {k: sd[k] for k in mine_s})
     with torch.no_grad():
@@ -320,8 +342,9 @@ def export_ds1(tmp, precision, seed, args):
 def part_export(tmp, args):
     for name, c, precision, seed in EXPORT_CASES:
         export_case(tmp, name, c, precision, seed, args)
-    for precision, seed in (("fp32", 41), ("fp64", 42)):
-        export_ds1(tmp, precision, seed, args)
+    for base, precision, seed in ((DS1, "fp32", 41), (DS1, "fp64", 42),
+                                  (JASPER_DR, "fp32", 43), (W2L, "fp64", 44)):
+        export_own_names(tmp, base, precision, seed, args)
 
 
 # ---------------------------------------------------------------- part b: round trip

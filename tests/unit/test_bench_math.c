@@ -70,6 +70,30 @@ static void flops_ds1(void)
     near("ds1 train, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 2040, 0);
 }
 
+/* Jasper DR's graph: 4 features, 8 frames; a prologue (2 ch, kernel 3x4,
+ * stride 2, pad 1): 4 frames, 2*2*4*3*4 = 192 (on the features: no input
+ * gradient); block 1: a dilated layer (3 ch, kernel 3, dilation 2, pad 2)
+ * 2*3*4*2*3 = 144 and a 1x1 layer 2*3*4*3 = 72 with its residual from the
+ * prologue 2*3*4*2 = 48; block 2: a 1x1 layer (2 ch) 2*2*4*3 = 48, dense
+ * residuals from the prologue 2*2*4*2 = 32 and block 1 2*2*4*3 = 48; output
+ * 2*4*2*5 = 80: forward 664, train 3*664 - 192 = 1800. */
+static void flops_jasper(void)
+{
+    const char *json =
+        "{\"name\":\"flops2\",\"n_features\":4,\"n_classes\":5,\"dense_residual\":true,\"conv\":["
+        "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":4,\"stride_time\":2,\"pad_time\":1,\"bias\":false},"
+        "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"block\":1},"
+        "{\"channels\":3,\"kernel_time\":1,\"kernel_freq\":1,\"block\":1},"
+        "{\"channels\":2,\"kernel_time\":1,\"kernel_freq\":1,\"block\":2}],"
+        "\"output\":{\"batch_norm\":false,\"bias\":true}}";
+    ds_model_cfg cfg;
+    if (!parsed(json, &cfg))
+        return;
+    const int one[] = {8};
+    near("jasper forward, 8 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 664, 0);
+    near("jasper train, 8 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 1800, 0);
+}
+
 /* {1,2,3,4,100}: median 3, mean 22, sample sd sqrt(7610/4), t(4) = 2.776:
  * half width 2.776 * sqrt(1902.5 / 5) = 54.149. Even count: mean of the middle two. */
 static void stats(void)
@@ -92,6 +116,7 @@ int main(void)
 {
     flops();
     flops_ds1();
+    flops_jasper();
     stats();
     printf("test_bench_math: %s\n", fails ? "FAILED" : "ok");
     return fails != 0;

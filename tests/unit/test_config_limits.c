@@ -1,7 +1,7 @@
 /* test_config_limits.c - models at the limits that config validation allows
- * (src/config.c: 8 conv layers, 32 recurrent layers, 8 hidden FC layers,
- * lookahead context 256), small in every other way so a step takes
- * milliseconds:
+ * (src/config.c: 64 conv layers, 16 residual blocks with dense residuals,
+ * 32 recurrent layers, 8 hidden FC layers, lookahead context 256), small in
+ * every other way so a step takes milliseconds:
  *  - the config parses; one layer past each limit is refused, naming it;
  *  - the parameter count (ds_model_config_param_count, the model's tensors) equals
  *    a count by hand, and every tensor fits the table (DS_MAX_TENSORS: a
@@ -37,25 +37,34 @@
 #define N_FC DS_MAX_FC
 #define MAX_LOOKAHEAD 256
 
-enum { FEATURES = 5, CHANNELS = 2, HIDDEN = 4, FC_SIZE = 3, CLASSES = 5, BATCH = 2, FRAMES = 16 };
+/* 4 channels and FC layers of 6: with 2 channels in 64 clamped layers, 117 of
+ * 1001 tensors found no element away from a kink (sample_fd), 8 with 4; with
+ * FC layers of 3, eight of them in a row could leave every unit clamped for
+ * some initial draws (no gradient below the head) */
+enum { FEATURES = 5, CHANNELS = 4, HIDDEN = 4, FC_SIZE = 6, CLASSES = 5, BATCH = 2, FRAMES = 16 };
 
 static const ds_backend *be;
 
 /* ---- configs ---- */
 
 /* JSON of a config with n_conv conv layers (the first 3x3 with padding, the
- * others 1x1), `layers` recurrent layers of cell, and n_fc hidden FC layers;
- * lookahead > 0 makes it unidirectional. */
+ * others 1x1 in residual blocks of 4 with dense residuals: the most residual
+ * branches, DS_MAX_RES blocks at 63 layers, and a path for the gradient
+ * that 63 layers of 2 clamped channels in a row would all but close),
+ * `layers` recurrent layers of cell, and n_fc hidden FC layers; lookahead >
+ * 0 makes it unidirectional. */
 static void make_json(char *buf, size_t cap, const char *name, int n_conv, const char *cell,
                       int layers, int lookahead, int n_fc)
 {
     size_t n = (size_t)snprintf(buf, cap, "{\"name\": \"%s\", \"n_features\": %d, \"n_classes\": %d,\n"
-                                "  \"conv\": [", name, FEATURES, CLASSES);
+                                "  \"dense_residual\": true, \"conv\": [", name, FEATURES, CLASSES);
     for (int i = 0; i < n_conv; i++)
         n += (size_t)snprintf(buf + n, cap - n,
                               "%s\n    {\"channels\": %d, \"kernel_time\": %d, \"kernel_freq\": %d, "
-                              "\"stride_time\": 1, \"stride_freq\": 1, \"pad_time\": %d, \"pad_freq\": %d}",
-                              i ? "," : "", CHANNELS, i ? 1 : 3, i ? 1 : 3, i ? 0 : 1, i ? 0 : 1);
+                              "\"stride_time\": 1, \"stride_freq\": 1, \"pad_time\": %d, \"pad_freq\": %d, "
+                              "\"block\": %d}",
+                              i ? "," : "", CHANNELS, i ? 1 : 3, i ? 1 : 3, i ? 0 : 1, i ? 0 : 1,
+                              i ? (i - 1) / 4 + 1 : 0);
     n += (size_t)snprintf(buf + n, cap - n,
                           "],\n  \"rnn\": {\"type\": \"%s\", \"hidden\": %d, \"layers\": %d, "
                           "\"bidirectional\": %s, \"lookahead\": %d},\n  \"fc_hidden\": [",
@@ -87,6 +96,13 @@ static void count_by_hand(const ds_model_cfg *c, size_t *params, int *tensors)
         const size_t co = (size_t)k->channels;
         p += co * ci * (size_t)k->kernel_time * (size_t)k->kernel_freq + co + 2 * co;
         t += 4;
+        /* a block's last layer (every 4th, and the last): dense residuals,
+         * a 1x1 conv (from CHANNELS) and BatchNorm per block up to it */
+        if (i && (i % 4 == 0 || i + 1 == c->n_conv)) {
+            const int branches = (i - 1) / 4 + 1;
+            p += (size_t)branches * (co * CHANNELS + 2 * co);
+            t += 3 * branches;
+        }
         f = (f + 2 * (size_t)k->pad_freq - (size_t)k->kernel_freq) / (size_t)k->stride_freq + 1;
         ci = co;
     }
@@ -118,7 +134,7 @@ static void count_by_hand(const ds_model_cfg *c, size_t *params, int *tensors)
 /* One layer past each limit is refused, with the limit named. */
 static void check_refused(void)
 {
-    char json[16384];
+    char json[32768];
     struct {
         int n_conv, layers, lookahead, n_fc;
         const char *cell, *what;
@@ -159,11 +175,33 @@ static int bias_into_bn(const ds_tensor *t)
            (strncmp(t->name, "fc_hidden.", 10) == 0 && strstr(t->name, ".bias"));
 }
 
-/* Finite-difference step of the sampled gradient check. The 32-layer stack's
+/* The sampled gradient check's finite differences. The 32-layer stack's
  * loss is strongly curved: the error of central differences goes as h^2
  * (measured on limits-bi-lstm: 2.4e-3 at h = 1e-4, 2.6e-5 at 1e-5, 3e-8 at
- * 1e-6), so h is smaller than the 1e-5 of test_gradcheck_model. */
+ * 1e-6); below 1e-7 rounding takes over (1e-4 at 1e-8). And the 64 conv
+ * layers of clamped units put kinks within reach of some elements: there a
+ * difference is no derivative (measured: 1e-3 at 1e-6 on conv.0.weight's
+ * middle element, while the elements beside it agree to 1e-8). So an
+ * element counts where its differences at 1e-5 and 1e-6 agree (nothing
+ * crossed); one that does not is passed over for the next, at most 8. A
+ * tensor with no smooth element among them (the first conv's weights move
+ * every clamp downstream) is held to the spread its own differences show. */
 #define FD_H 1e-6
+#define FD_TRIES 8
+/* What rounding costs a difference at FD_H: a loss of order 10 in FP64 is
+ * good to about 1e-14, so 1e-14 / 2e-6 = 5e-9; ten times that. */
+#define FD_NOISE 5e-8
+
+/* The finite difference of the loss in *x, its spread against the step ten
+ * times larger, and whether it is smooth there (the two agree). */
+static int fd_at(t_loss_arg *arg, double *x, double *fd, double *spread)
+{
+    double coarse;
+    t_fd_grad(t_model_loss, arg, x, 1, 10 * FD_H, &coarse);
+    t_fd_grad(t_model_loss, arg, x, 1, FD_H, fd);
+    *spread = fabs(coarse - *fd);
+    return *spread <= 1e-7 * fabs(*fd) + FD_NOISE;
+}
 
 static int count_nonfinite(const double *a, size_t n)
 {
@@ -173,22 +211,41 @@ static int count_nonfinite(const double *a, size_t n)
     return bad;
 }
 
-/* The FP64 gradient of one element of every tensor (its middle one) against
- * central finite differences; returns the relative error over the sample. */
-static double sample_fd(ds_model *m, const double *grads, double *params, ds_status *st)
+/* The FP64 gradient of one element of every tensor (its middle one, or the
+ * first smooth one after it) against central finite differences; returns
+ * the relative error over the smooth sample, and in *rough the tensors
+ * without a smooth element, *rough_off those of them whose gradient lies
+ * outside the spread of their differences (plus 1e-6 of the size and the
+ * rounding). */
+static double sample_fd(ds_model *m, const double *grads, double *params, int *rough,
+                        int *rough_off, ds_status *st)
 {
     const int nt = ds_model_n_params(m);
     double *an = malloc((size_t)nt * sizeof *an), *fd = malloc((size_t)nt * sizeof *fd);
     t_loss_arg arg = {m, 1, params, DS_OK};
     int k = 0;
+    *rough = *rough_off = 0;
     for (int i = 0; i < nt; i++) {
         const ds_tensor *t = ds_model_param(m, i);
         if (bias_cancelled_by_bn(t))
             continue;
-        const size_t at = t->offset + t->count / 2;
+        size_t at = t->offset + t->count / 2;
+        double spread;
+        int smooth = fd_at(&arg, params + at, &fd[k], &spread);
+        for (int j = 1; !smooth && j < FD_TRIES; j++) {
+            at = t->offset + (t->count / 2 + (size_t)j) % t->count;
+            smooth = fd_at(&arg, params + at, &fd[k], &spread);
+        }
         an[k] = grads[at];
-        t_fd_grad(t_model_loss, &arg, params + at, 1, FD_H, &fd[k]);
-        k++;
+        if (smooth) {
+            k++;
+            continue;
+        }
+        ++*rough;
+        const int off = fabs(an[k] - fd[k]) > spread + 1e-6 * fabs(fd[k]) + FD_NOISE;
+        *rough_off += off;
+        printf("  %s: no smooth element in %d: gradient %.10g, differences %.10g (spread %.3g)%s\n",
+               t->name, FD_TRIES, an[k], fd[k], spread, off ? ": OUTSIDE" : "");
     }
     *st = arg.st;
     double e = t_rel_err(an, fd, (size_t)k);
@@ -321,12 +378,19 @@ static void check_model(const limit_case *lc, ds_dtype dt, const ds_model_cfg *c
         if (st == DS_OK) st = ds_model_loss(m, 1);
         if (st == DS_OK) st = ds_model_backward(m);
         if (st == DS_OK) st = ds_model_get(m, DS_GRADS, g);
-        double e = st == DS_OK ? sample_fd(m, g, p0, &fst) : NAN;
+        int rough = 0, rough_off = 0;
+        double e = st == DS_OK ? sample_fd(m, g, p0, &rough, &rough_off, &fst) : NAN;
         T_CHECK(st == DS_OK && fst == DS_OK, "%s: gradient check: %s", lc->name, ds_status_last_error());
         T_CHECK(e < 1e-6, "%s: one element of every tensor vs finite differences: rel err %.3g",
                 lc->name, e);
-        printf("%-21s %s: one element of every tensor vs finite differences: rel err %.3g\n",
-               lc->name, dn, e);
+        /* a few: most elements of most tensors are smooth (measured: 8 and 1 of
+         * 1001 and 874 tensors have none in 8) */
+        T_CHECK(rough_off == 0 && rough * 50 <= ds_model_n_params(m),
+                "%s: %d tensors without a smooth element in %d, %d of them outside their "
+                "differences' spread", lc->name, rough, FD_TRIES, rough_off);
+        printf("%-21s %s: one element of every tensor vs finite differences: rel err %.3g "
+               "(%d tensors without a smooth element: within their differences' spread)\n",
+               lc->name, dn, e, rough);
     }
 out:
     free(p0);
@@ -401,7 +465,7 @@ static void check_info(const char *dstrain, const char *json, const ds_model_cfg
 /* A config past the limits: a clear failure, not a crash. */
 static void check_info_refuses(const char *dstrain)
 {
-    char json[16384], path[64], out[16384];
+    char json[32768], path[64], out[16384];
     make_json(json, sizeof json, "over", N_CONV, "lstm", N_RNN + 1, 0, N_FC);
     T_CHECK(write_temp(json, path, sizeof path) == 0, "temporary config");
     int ws = run_info(dstrain, path, out, sizeof out);
@@ -435,7 +499,7 @@ int main(int argc, char **argv)
     check_refused();
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
         const limit_case *lc = &CASES[c];
-        char json[16384];
+        char json[32768];
         ds_model_cfg cfg;
         make_json(json, sizeof json, lc->name, N_CONV, lc->cell, N_RNN, lc->lookahead, N_FC);
         ds_status st = ds_config_parse(json, lc->name, &cfg);

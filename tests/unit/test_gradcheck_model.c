@@ -1,7 +1,7 @@
 /* test_gradcheck_model.c - the whole model's parameter gradients (forward,
  * CTC, backward) against central finite differences of its loss, in FP64,
  * for every parameter element of small models of each architecture
- * (DeepSpeech2's variants and DS1's).
+ * (DeepSpeech2's variants, DS1's, Jasper's and Wav2Letter+'s).
  *
  * usage: test_gradcheck_model [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -56,6 +56,42 @@ static const gc_case cases[] = {
      "{\"name\":\"gc7\",\"n_features\":8,\"conv\":["
      "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":3,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":1,\"pad_freq\":1}],"
      "\"fc_pre\":[5],\"dropout\":0.2,\"rnn\":{\"type\":\"gru\",\"hidden\":4,\"layers\":1,\"bidirectional\":true}}",
+     1},
+    /* Jasper's graph: a prologue over every feature (stride 2), residual
+     * blocks (1x1 conv + BN of the block's input added before the last
+     * ReLU), a dilated block, convs without and with bias, dropout after
+     * every layer, no RNN, an output FC with a bias */
+    {"Jasper: residual blocks, dilation, dropout, train",
+     "{\"name\":\"gc8\",\"n_features\":6,\"conv\":["
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":6,\"stride_time\":2,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.2},"
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.2,\"block\":1,\"repeat\":2},"
+     "{\"channels\":4,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"activation\":\"relu\",\"dropout\":0.2,\"block\":2,\"repeat\":2},"
+     "{\"channels\":4,\"kernel_time\":1,\"kernel_freq\":1,\"bias\":false,\"activation\":\"relu\"}],"
+     "\"output\":{\"batch_norm\":false,\"bias\":true}}",
+     1},
+    /* Jasper DR: each block also adds the prologue's output and every
+     * earlier block's (BatchNorm with running statistics) */
+    {"Jasper DR: dense residuals, eval",
+     "{\"name\":\"gc9\",\"n_features\":5,\"dense_residual\":true,\"conv\":["
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":5,\"stride_time\":2,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\"},"
+     "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"block\":1},"
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"block\":2,\"repeat\":2},"
+     "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"block\":3}],"
+     "\"output\":{\"batch_norm\":false,\"bias\":true}}",
+     0},
+    /* Jasper DR in training, and Wav2Letter+ (clipped ReLU, no residual) */
+    {"Jasper DR: dense residuals, dropout, train",
+     "{\"name\":\"gc10\",\"n_features\":5,\"dense_residual\":true,\"conv\":["
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":5,\"stride_time\":2,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1},"
+     "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":1},"
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":1,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":2}],"
+     "\"output\":{\"batch_norm\":false,\"bias\":true}}",
+     1},
+    {"Wav2Letter+: clipped ReLU, dilation, dropout, train",
+     "{\"name\":\"gc11\",\"n_features\":6,\"conv\":["
+     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":6,\"stride_time\":2,\"pad_time\":1,\"bias\":false,\"dropout\":0.2},"
+     "{\"channels\":4,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"bias\":false,\"dropout\":0.2,\"repeat\":2}],"
+     "\"output\":{\"batch_norm\":false,\"bias\":true}}",
      1},
     {"frames into fc_pre, gru, eval",
      "{\"name\":\"gc6\",\"n_features\":6,\"fc_pre\":[5],\"dropout\":0.5,"
