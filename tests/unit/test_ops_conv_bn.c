@@ -343,8 +343,9 @@ static void test_conv(void)
     conv_grad_check(&tiled[0], nsmall + 3);
 
     /* 1-D convolutions over time with "same" padding (Jasper, Wav2Letter+):
-     * dilated (conv_dilated.inc on the CPU), strided, and undilated through
-     * the banded path; ho = ceil(t / stride) */
+     * dilated at stride 1 (the banded path on the CPU, its taps dh rows
+     * apart, untiled and tiled), dilated and strided (conv_dilated.inc's
+     * im2col), strided, undilated; ho = ceil(t / stride) */
     const ds_conv_geom one_d[] = {
         ds_backend_conv1d_geom(2, 3, 17, 4, 3, 1, 2),    /* Jasper's epilogue: dilation 2 */
         ds_backend_conv1d_geom(2, 2, 23, 3, 5, 2, 3),    /* dilated and strided */
