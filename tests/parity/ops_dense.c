@@ -3,6 +3,7 @@
  * them; hardtanh, mask, dropout and add are the elementwise family,
  * cpu/elementwise.inc and cuda/elementwise.cu; conv_to_seq and context the
  * layout family). */
+#include <math.h>
 #include <stdio.h>
 
 #include "parity.h"
@@ -40,7 +41,7 @@ static void hardtanh_case(const char *name, const ht_arg *a)
     double *x = p_rand(P_COMPUTE, a->n, -5, 25), *dy = p_rand(P_COMPUTE, a->n, -1, 1);
     double *dx0 = p_rand(P_COMPUTE, a->n, -1, 1), *y = p_vec(a->n);
     char variant[64];
-    x[0] = a->lo, x[1] = a->hi, x[2] = -0.0;
+    x[0] = a->lo, x[1] = isfinite(a->hi) ? a->hi : 1e4, x[2] = -0.0;
     for (size_t i = 0; i < a->n; i++)
         y[i] = x[i] < a->lo ? a->lo : x[i] > a->hi ? a->hi : x[i];
 
@@ -69,6 +70,9 @@ static void hardtanh_all(void)
     static const ht_arg small = {301, 0, 20}, big = {100003, 0, 20};
     hardtanh_case("n301 [0,20]", &small);
     hardtanh_case("n100003 [0,20]", &big);
+    /* Jasper's ReLU: the same op with no upper clamp */
+    static const ht_arg relu = {4099, 0, INFINITY};
+    hardtanh_case("n4099 [0,inf) relu", &relu);
 }
 
 /* ---- mask ---- */
