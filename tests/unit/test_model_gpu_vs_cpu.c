@@ -83,11 +83,12 @@
 typedef struct {
     const char *name;
     const char *json;
+    int wide_only;   /* compared in FP32 and FP64 only (see the case) */
 } mc_case;
 
-/* Two models cover the layers: a bidirectional LSTM with a hidden FC, and a
- * unidirectional GRU with the lookahead conv and a hidden FC; both with two
- * conv layers (strided in time and frequency, so output lengths differ from
+/* DeepSpeech2's layers in two models, a bidirectional LSTM with a hidden FC
+ * and a unidirectional GRU with the lookahead conv and a hidden FC, both with
+ * two conv layers (strided in time and frequency, so output lengths differ from
  * input lengths), BatchNorm everywhere, and CTC. Sizes are small enough for
  * the CPU reference to run in about a second, with hidden sizes that are not
  * multiples of 8 (no tensor-core-friendly shapes only). */
@@ -97,13 +98,34 @@ static const mc_case cases[] = {
      "{\"channels\":4,\"kernel_time\":5,\"kernel_freq\":7,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":2,\"pad_freq\":3},"
      "{\"channels\":5,\"kernel_time\":3,\"kernel_freq\":5,\"stride_time\":1,\"stride_freq\":2,\"pad_time\":1,\"pad_freq\":2}],"
      "\"rnn\":{\"type\":\"lstm\",\"hidden\":20,\"layers\":2,\"bidirectional\":true},"
-     "\"fc_hidden\":[24],\"bn_eps\":1e-5,\"bn_momentum\":0.1}"},
+     "\"fc_hidden\":[24],\"bn_eps\":1e-5,\"bn_momentum\":0.1}", 0},
     {"gru x2 uni + lookahead + fc",
      "{\"name\":\"mc-gru\",\"n_features\":32,\"n_classes\":29,\"conv\":["
      "{\"channels\":4,\"kernel_time\":5,\"kernel_freq\":7,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":2,\"pad_freq\":3},"
      "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":3,\"stride_time\":1,\"stride_freq\":1,\"pad_time\":1,\"pad_freq\":1}],"
      "\"rnn\":{\"type\":\"gru\",\"hidden\":22,\"layers\":2,\"bidirectional\":false,\"lookahead\":3},"
-     "\"fc_hidden\":[18],\"bn_eps\":1e-5,\"bn_momentum\":0.1}"},
+     "\"fc_hidden\":[18],\"bn_eps\":1e-5,\"bn_momentum\":0.1}", 0},
+    /* Jasper DR's graph: a prologue over every feature, dense residual
+     * blocks (one dilated), ReLU, dropout after every layer (both sides
+     * draw the same masks: one key), no RNN, an output FC with a bias.
+     * FP32 and FP64 only: in 16 bits even the CPU's own emulation is off
+     * FP64 by up to 0.11 (FP16) and 0.2 (BF16) in its conv gradients, past
+     * the 32u these tolerances allow DeepSpeech2's; with a BatchNorm before
+     * the output FC 0.004 (docs/precision.md: open) */
+    {"jasper dr, dropout",
+     "{\"name\":\"mc-jasper\",\"n_features\":32,\"n_classes\":29,\"dense_residual\":true,\"conv\":["
+     "{\"channels\":12,\"kernel_time\":5,\"kernel_freq\":32,\"stride_time\":2,\"pad_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1},"
+     "{\"channels\":12,\"kernel_time\":5,\"kernel_freq\":1,\"pad_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":1,\"repeat\":2},"
+     "{\"channels\":16,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":2,\"repeat\":2},"
+     "{\"channels\":20,\"kernel_time\":1,\"kernel_freq\":1,\"bias\":false,\"activation\":\"relu\"}],"
+     "\"output\":{\"batch_norm\":false,\"bias\":true},\"bn_eps\":1e-3,\"bn_momentum\":0.1}",
+     1},
+    /* DS1's graph: context windows, FC layers with dropout before a
+     * unidirectional LSTM, an output FC with a bias */
+    {"ds1, dropout",
+     "{\"name\":\"mc-ds1\",\"n_features\":32,\"n_classes\":29,\"context\":2,\"fc_pre\":[24,20],"
+     "\"dropout\":0.1,\"rnn\":{\"type\":\"lstm\",\"hidden\":20,\"layers\":1,\"bidirectional\":false},"
+     "\"fc_hidden\":[18],\"output\":{\"batch_norm\":false,\"bias\":true}}", 0},
 };
 
 enum { N_UTT = 5, FRAMES = 96, STEPS = 20 };
@@ -531,12 +553,18 @@ int main(int argc, char **argv)
         return t_finish(__FILE__);
     }
     if (argc > 3) {
-        const mc_case own = {"the model given", argv[3]};
+        const mc_case own = {"the model given", argv[3], 0};
         const char *ci = getenv("DSTRAIN_TEST_CASE_INDEX");
         check_case(&own, ci ? atoi(ci) : 0);
         return t_finish(__FILE__);
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (half_test && cases[i].wide_only) {
+            printf("== %s: not compared in %s (FP32 and FP64 only: see the case)\n",
+                   cases[i].name, ds_dtype_name(dt_test));
+            continue;
+        }
         check_case(&cases[i], (int)i);
+    }
     return t_finish(__FILE__);
 }
