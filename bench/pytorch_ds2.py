@@ -313,6 +313,19 @@ class DeepSpeech2(nn.Module):
                     dst.copy_(src.to(dst.dtype))
 
 
+def head(model, x, real):
+    """DeepSpeech1's and ConvASR's layers after the sequence: x [T][N][D]
+    through the hidden FC layers (Linear, Hardtanh(0, 20), padding zeroed by
+    real [T][N][1], dropout), the output BatchNorm where the model keeps one,
+    and the output Linear -> logits [T][N][C]."""
+    t, n = x.shape[0], x.shape[1]
+    for lin in model.fc_hidden:
+        x = model.drop(torch.clamp(lin(x), 0.0, 20.0) * real)
+    if model.out_bn is not None:
+        x = model.out_bn(x.reshape(t * n, -1)).reshape(t, n, -1)
+    return model.fc(x)
+
+
 class DeepSpeech1(nn.Module):
     """Mozilla DeepSpeech v0.2.0's graph as dstrain builds it (docs/models.md):
     context windows of C frames each side over each utterance's real
@@ -360,12 +373,7 @@ class DeepSpeech1(nn.Module):
         seq_real = real.permute(1, 0, 2)
         for lin in self.fc_pre:
             x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * seq_real)
-        x = self.rnn(x, lengths)
-        for lin in self.fc_hidden:
-            x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * seq_real)
-        if self.out_bn is not None:
-            x = self.out_bn(x.reshape(t * n, -1)).reshape(t, n, -1)
-        return self.fc(x), lengths
+        return head(self, self.rnn(x, lengths), seq_real), lengths
 
     def dstrain_names(self):
         """(params, state): dicts dstrain name -> tensor of this model."""
@@ -494,14 +502,11 @@ class ConvASR(nn.Module):
         n, c, t, f = x.shape
         x = x.permute(2, 0, 1, 3).reshape(t, n, c * f)
         out_cpu = lens.cpu() if lens.device.type != "cpu" else lens
+        real = None
         if self.fc_hidden:
             real = (torch.arange(t, device=x.device).view(t, 1) < lens.view(1, n))
             real = real.to(x.dtype).unsqueeze(2)
-            for lin in self.fc_hidden:
-                x = self.drop(torch.clamp(lin(x), 0.0, 20.0) * real)
-        if self.out_bn is not None:
-            x = self.out_bn(x.reshape(t * n, -1)).reshape(t, n, -1)
-        return self.fc(x), out_cpu
+        return head(self, x, real), out_cpu
 
     def dstrain_names(self):
         """(params, state): dicts dstrain name -> tensor of this model."""
