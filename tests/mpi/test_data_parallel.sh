@@ -2,6 +2,9 @@
 # Data parallelism over real MPI ranks:
 #  - FP64 equivalence: -np 1 x batch 8, -np 2 x 4, -np 4 x 2 (oversubscribed), same seed, 5 steps:
 #    final parameters agree to 1e-12 relative, and every rank holds bit-identical parameters;
+#    for tiny (DeepSpeech2's graph) and for a Jasper DR (jasper-small with dense residuals,
+#    dropout off: its masks are drawn per rank) whose residual branches' BatchNorm is
+#    synchronised and whose residual tensors reach the buckets in backward's order;
 #  - overlap: with several buckets, reductions start before backward ends (from the metrics log);
 #  - faults: a rank that exits early, or hangs, ends the job with an error within --timeout.
 # usage: test_data_parallel.sh DSTRAIN WORKDIR [DEVICE]
@@ -22,11 +25,11 @@ finish() {
   [ "$fail" -eq 0 ]; exit
 }
 
-common=(train --device "$device" --model tiny --synthetic --precision fp64 --steps 5 --seed 11 --max-frames 160
+common=(train --device "$device" --synthetic --precision fp64 --steps 5 --seed 11 --max-frames 160
         --print-every 0 --checkpoint-every 5 --bucket-mb 0.02 --check-sync 1 --allreduce mpi)
 for np in 1 2 4; do
   b=$((8 / np))
-  if mpiexec -np $np "$bin" "${common[@]}" --batch $b --checkpoint-dir "$work/np$np" \
+  if mpiexec -np $np "$bin" "${common[@]}" --model tiny --batch $b --checkpoint-dir "$work/np$np" \
        --log "$work/np$np.jsonl" >"$work/np$np.out" 2>&1; then ok
   else bad "-np $np failed: $(tail -3 "$work/np$np.out")"; fi
 done
@@ -34,7 +37,7 @@ done
 # BatchNorm moments copied through pinned host buffers) on the CPU: same result
 # (on the GPU every run above is staged already)
 if [ "$device" = cpu ]; then
-  if DSTRAIN_STAGE_ALLREDUCE=1 mpiexec -np 2 "$bin" "${common[@]}" --batch 4 --checkpoint-dir "$work/np2s" \
+  if DSTRAIN_STAGE_ALLREDUCE=1 mpiexec -np 2 "$bin" "${common[@]}" --model tiny --batch 4 --checkpoint-dir "$work/np2s" \
        --log "$work/np2s.jsonl" >"$work/np2s.out" 2>&1; then ok
   else bad "-np 2 staged failed: $(tail -3 "$work/np2s.out")"; fi
   if h5diff -q "$work/np2/step-00000005.h5" "$work/np2s/step-00000005.h5" /params; then ok
@@ -45,7 +48,9 @@ fi
 grep -q "on $device, 2 ranks" "$work/np2.out" && grep -q "on $device, 4 ranks" "$work/np4.out" && ok \
   || bad "rank banners missing: $(grep -h "dstrain train:" "$work/np2.out" "$work/np4.out")"
 
-if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" - "$work" <<'PY'
+# equivalent WORKDIR: the np1, np2 and np4 runs' final parameters within 1e-12
+equivalent() {
+  "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" - "$1" <<'PY'
 import sys, h5py, numpy as np
 w = sys.argv[1]
 f = {n: h5py.File(f"{w}/np{n}/step-00000005.h5", "r") for n in (1, 2, 4)}
@@ -56,10 +61,23 @@ for name in f[1]["params"]:
         b = f[n]["params"][name][()]
         d = np.linalg.norm(a - b) / max(np.linalg.norm(a), 1e-300)
         worst = max(worst, d)
-print(f"worst relative parameter difference across 1/2/4 ranks: {worst:.3g}")
+print(f"{w}: worst relative parameter difference across 1/2/4 ranks: {worst:.3g}")
 sys.exit(0 if worst <= 1e-12 else 1)
 PY
-then ok; else bad "parameters differ across rank counts by more than 1e-12"; fi
+}
+if equivalent "$work"; then ok; else bad "parameters differ across rank counts by more than 1e-12"; fi
+
+# the same for Jasper DR's graph
+sed 's/"dropout": 0.05/"dropout": 0/g; s/"n_classes": 29,/"n_classes": 29, "dense_residual": true,/' \
+  "$(dirname "$0")/../../configs/jasper-small.json" >"$work/jasper-dr.json"
+mkdir -p "$work/jasper"
+for np in 1 2 4; do
+  b=$((8 / np))
+  if mpiexec -np $np "$bin" "${common[@]}" --config "$work/jasper-dr.json" --batch $b \
+       --checkpoint-dir "$work/jasper/np$np" >"$work/jasper/np$np.out" 2>&1; then ok
+  else bad "jasper -np $np failed: $(tail -3 "$work/jasper/np$np.out")"; fi
+done
+if equivalent "$work/jasper"; then ok; else bad "Jasper DR's parameters differ across rank counts by more than 1e-12"; fi
 # the runs trained: parameters moved away from the initial ones
 if "${DSTRAIN_TEST_PYTHON:-/usr/bin/python3}" -c "
 import json,sys; l=[json.loads(x) for x in open('$work/np2.jsonl') if x.startswith('{\"step\"')]; sys.exit(0 if len(l)==5 and l[0]['loss']!=l[-1]['loss'] else 1)"; then ok; else bad "np2 log"; fi
