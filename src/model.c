@@ -290,19 +290,6 @@ static void plan_fc(ds_model *m, fc_layer *l, size_t rows)
     }
 }
 
-/* The largest batch's geometry of conv layer i (its residual branch r >= 0). */
-static ds_conv_geom max_geom(const ds_model *m, int i, int r)
-{
-    const conv_layer *l = &m->conv[i];
-    const int B = m->lim.batch, T = m->t_max[i + 1];
-    if (r >= 0)   /* 1x1 over the source's maps, which have the block's shape */
-        return (ds_conv_geom){B, m->conv[l->res[r].src].co, T, l->fo, l->co, 1, 1, 1, 1, 0, 0,
-                              T, l->fo, 1};
-    return (ds_conv_geom){B, l->ci, m->t_max[i], l->fi, l->co, l->k.kernel_time,
-                          l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, T, l->fo, l->k.dilation_time};
-}
-
 /* Conv layer i's activations and its branches'; returns the work it needs. */
 static size_t plan_conv(ds_model *m, int i)
 {
@@ -323,7 +310,7 @@ static size_t plan_conv(ds_model *m, int i)
     }
     /* as conv_backward (model_pass.c): the first layer's input, the
      * features, gets no gradient, so its backward never asks for dx */
-    ds_conv_geom g = max_geom(m, i, -1);
+    ds_conv_geom g = ds_m_conv_geom(m, i, -1, m->lim.batch, m->t_max);
     size_t work = m->op->conv2d_work(m->ctx, &g, i > 0);
     for (int r = 0; r < l->n_res; r++) {
         res_branch *b = &l->res[r];
@@ -331,7 +318,7 @@ static size_t plan_conv(ds_model *m, int i)
         b->z = take(act, dt, map);
         plan_bn(m, &b->bn);
         b->da = take(dact, dt, map);
-        g = max_geom(m, i, r);
+        g = ds_m_conv_geom(m, i, r, m->lim.batch, m->t_max);
         work = max_size(work, m->op->conv2d_work(m->ctx, &g, 1));
     }
     return work;
@@ -711,8 +698,6 @@ ds_status ds_model_put(ds_model *m, int which, const double *host)
 
 /* ---- the batch ---- */
 
-/* Length after conv stage s+1 of one of length len at stage s (0: too short). */
-static int stage_out(const ds_model *m, int s, int len) { return ds_m_conv_frames(m, s, len); }
 
 /* BatchNorm counts (real positions per channel after each conv stage, real
  * frames of the sequence part) and the loss norm of utterances lengths [n]. */
@@ -723,7 +708,7 @@ static ds_status set_counts(ds_model *m, const int *lengths, int n)
     for (int i = 0; i < n; i++) {
         int l = lengths[i];
         for (int s = 0; s < m->cfg.n_conv; s++) {
-            l = stage_out(m, s, l);
+            l = ds_m_conv_frames(m, s, l);
             if (l < 1)
                 return DS_FAIL(DS_ERR_ARG, "batch utterance %d (%d frames) is too short for conv[%d]",
                                i, lengths[i], s);
@@ -747,9 +732,9 @@ static ds_status stage_lengths(ds_model *m, const ds_batch *b)
         m->h_len[i] = b->lengths[i];
     }
     for (int s = 0; s < m->cfg.n_conv; s++) {
-        m->t[s + 1] = stage_out(m, s, m->t[s]);
+        m->t[s + 1] = ds_m_conv_frames(m, s, m->t[s]);
         for (int i = 0; i < b->n; i++)
-            m->h_len[(s + 1) * B + i] = stage_out(m, s, m->h_len[s * B + i]);
+            m->h_len[(s + 1) * B + i] = ds_m_conv_frames(m, s, m->h_len[s * B + i]);
     }
     return set_counts(m, b->lengths, b->n);
 }

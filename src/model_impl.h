@@ -141,6 +141,20 @@ static inline void *ds_m_bn_stat(ds_model *m, int i) { return ds_elem(m->rs, m->
 static inline int *ds_m_len(ds_model *m, int stage) { return m->d_len + (size_t)stage * m->lim.batch; }
 static inline int ds_m_rnn_dirs(const ds_model *m) { return m->cfg.bidirectional ? 2 : 1; }
 
+/* Conv layer i's geometry for n utterances with t [n_conv+1] frames per
+ * stage (the batch's m->t, or the limits' m->t_max); r >= 0: its residual
+ * branch r, 1x1 over the source's maps, which have the block's shape. */
+static inline ds_conv_geom ds_m_conv_geom(const ds_model *m, int i, int r, int n, const int *t)
+{
+    const conv_layer *l = &m->conv[i];
+    if (r >= 0)
+        return (ds_conv_geom){n, m->conv[l->res[r].src].co, t[i + 1], l->fo, l->co, 1, 1, 1, 1,
+                              0, 0, t[i + 1], l->fo, 1};
+    return (ds_conv_geom){n, l->ci, t[i], l->fi, l->co, l->k.kernel_time, l->k.kernel_freq,
+                          l->k.stride_time, l->k.stride_freq, l->k.pad_time, l->k.pad_freq,
+                          t[i + 1], l->fo, l->k.dilation_time};
+}
+
 /* Frames after conv layer i for t frames in (0: too short). */
 static inline int ds_m_conv_frames(const ds_model *m, int i, int t) { return ds_config_conv_frames(&m->cfg.conv[i], t); }
 

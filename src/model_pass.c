@@ -58,21 +58,12 @@ static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, c
                             dx, dgamma, dbeta);
 }
 
-static ds_conv_geom conv_geom(const ds_model *m, int i)
+/* Dropout's key for the layer numbered site, this pass's seed, step and part. */
+static ds_dropout_key drop_key(const ds_model *m, int site)
 {
-    const conv_layer *l = &m->conv[i];
-    return (ds_conv_geom){m->n, l->ci, m->t[i], l->fi, l->co, l->k.kernel_time,
-                          l->k.kernel_freq, l->k.stride_time, l->k.stride_freq, l->k.pad_time,
-                          l->k.pad_freq, m->t[i + 1], l->fo, l->k.dilation_time};
-}
-
-/* Residual branch r of layer i: 1x1 over its source's maps (the block's shape). */
-static ds_conv_geom res_geom(const ds_model *m, int i, int r)
-{
-    const conv_layer *l = &m->conv[i];
-    const int T = m->t[i + 1];
-    return (ds_conv_geom){m->n, m->conv[l->res[r].src].co, T, l->fo, l->co, 1, 1, 1, 1, 0, 0,
-                          T, l->fo, 1};
+    ds_dropout_key key = m->drop;
+    key.layer = (unsigned)site;
+    return key;
 }
 
 /* Where conv layer l's output is in this pass (after dropout in training
@@ -115,7 +106,7 @@ static ds_status res_forward(ds_model *m, int i, const ds_view *v, const int *le
     const conv_layer *l = &m->conv[i];
     for (int r = 0; r < l->n_res; r++) {
         const res_branch *b = &l->res[r];
-        const ds_conv_geom g = res_geom(m, i, r);
+        const ds_conv_geom g = ds_m_conv_geom(m, i, r, m->n, m->t);
         void *a = ds_m_act(m, b->a), *z = ds_m_act(m, b->z);
         /* the source is zero at padding frames, so is its 1x1 conv: no mask */
         DS_TRY(m->op->conv2d_fwd(m->ctx, &g, conv_out(m, &m->conv[b->src]), ds_m_param(m, b->w),
@@ -129,7 +120,7 @@ static ds_status res_forward(ds_model *m, int i, const ds_view *v, const int *le
 static ds_status conv_forward(ds_model *m, int i, const void *x)
 {
     const conv_layer *l = &m->conv[i];
-    const ds_conv_geom g = conv_geom(m, i);
+    const ds_conv_geom g = ds_m_conv_geom(m, i, -1, m->n, m->t);
     const ds_view v = conv_view(m->n, l->co, m->t[i + 1], l->fo);
     const size_t n = (size_t)v.n * v.sn;
     const int *len = ds_m_len(m, i + 1);
@@ -142,8 +133,7 @@ static ds_status conv_forward(ds_model *m, int i, const void *x)
     DS_TRY(m->op->hardtanh_fwd(m->ctx, n, HARDTANH_LO, l->hi, y, y));
     if (!conv_dropping(m, l))
         return DS_OK;
-    ds_dropout_key key = m->drop;
-    key.layer = (unsigned)l->site;
+    const ds_dropout_key key = drop_key(m, l->site);
     return m->op->dropout_fwd(m->ctx, n, l->k.dropout, &key, y, ds_m_act(m, l->o));
 }
 
@@ -164,12 +154,10 @@ static ds_status rnn_forward(ds_model *m, int j, const void *x)
                           ds_m_act(m, m->work));
 }
 
-/* Where layer l's output is in this pass: after dropout in training with
+/* Where FC layer l's output is in this pass: after dropout in training with
  * dropout, else the activation (one buffer without dropout). */
-static void *fc_out(ds_model *m, const fc_layer *l)
-{
-    return ds_m_act(m, m->train && m->cfg.dropout > 0 ? l->y : l->a);
-}
+static int fc_dropping(const ds_model *m) { return m->train && m->cfg.dropout > 0; }
+static void *fc_out(ds_model *m, const fc_layer *l) { return ds_m_act(m, fc_dropping(m) ? l->y : l->a); }
 
 /* x [T][N][in] -> linear -> clamp -> mask -> dropout (training) -> its output. */
 static ds_status fc_forward(ds_model *m, const fc_layer *l, const void *x)
@@ -182,10 +170,9 @@ static ds_status fc_forward(ds_model *m, const fc_layer *l, const void *x)
                              ds_m_param(m, l->b), a));
     DS_TRY(m->op->hardtanh_fwd(m->ctx, rows * l->out, HARDTANH_LO, HARDTANH_HI, a, a));
     DS_TRY(m->op->mask(m->ctx, &v, ds_m_len(m, m->cfg.n_conv), a));
-    if (!m->train || m->cfg.dropout <= 0)
+    if (!fc_dropping(m))
         return DS_OK;
-    ds_dropout_key key = m->drop;
-    key.layer = (unsigned)l->site;
+    const ds_dropout_key key = drop_key(m, l->site);
     return m->op->dropout_fwd(m->ctx, rows * l->out, m->cfg.dropout, &key, a, ds_m_act(m, l->y));
 }
 
@@ -220,7 +207,7 @@ static ds_status out_forward(ds_model *m, const void *x)
         x = ds_m_act(m, m->out_z);
     }
     return m->op->linear_fwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, x,
-                             ds_m_param(m, m->out_w), m->out_b >= 0 ? ds_m_param(m, m->out_b) : NULL,
+                             ds_m_param(m, m->out_w), param_or_null(m, m->out_b),
                              ds_m_act(m, m->logits));
 }
 
@@ -342,9 +329,8 @@ static ds_status fc_backward(ds_model *m, const fc_layer *l, const void *x, void
 {
     const size_t rows = (size_t)ds_model_batch_out_frames(m) * m->n;
     size_t da = l->dy;   /* the gradient of a: the output's, where no dropout ran */
-    if (m->train && m->cfg.dropout > 0) {
-        ds_dropout_key key = m->drop;
-        key.layer = (unsigned)l->site;
+    if (fc_dropping(m)) {
+        const ds_dropout_key key = drop_key(m, l->site);
         DS_TRY(m->op->dropout_bwd(m->ctx, rows * l->out, m->cfg.dropout, &key,
                                   ds_m_dact(m, l->dy), ds_m_dact(m, l->da)));
         da = l->da;
@@ -356,22 +342,29 @@ static ds_status fc_backward(ds_model *m, const fc_layer *l, const void *x, void
     return ready(m, l->w);
 }
 
-/* The input of RNN layer j (j = rnn_layers: of what follows the RNN) and
- * where its gradient goes: the previous RNN layer, the last FC before the
- * RNN, or the sequence input (no gradient wanted: NULL, where it is the
- * features themselves). */
-static void rnn_input(ds_model *m, int j, const void **x, void **dx)
+/* The input of FC layer k before the RNN (k = n_fc_pre: of what follows
+ * them) and where its gradient goes: the previous FC layer, or the sequence
+ * input (no gradient wanted: NULL, where it is the features themselves). */
+static void fc_pre_input(ds_model *m, int k, const void **x, void **dx)
 {
-    const fc_layer *pre = m->cfg.n_fc_pre ? &m->fc_pre[m->cfg.n_fc_pre - 1] : NULL;
-    if (j > 0) {
-        *x = ds_m_act(m, m->rnn[j - 1].y);
-        *dx = ds_m_dact(m, m->rnn[j - 1].dy);
-    } else if (pre) {
-        *x = fc_out(m, pre);
-        *dx = ds_m_dact(m, pre->dy);
+    if (k > 0) {
+        *x = fc_out(m, &m->fc_pre[k - 1]);
+        *dx = ds_m_dact(m, m->fc_pre[k - 1].dy);
     } else {
         *x = ds_m_act(m, m->s0);
         *dx = m->cfg.n_conv ? ds_m_dact(m, m->ds0) : NULL;
+    }
+}
+
+/* The input of RNN layer j (j = rnn_layers: of what follows the RNN) and
+ * where its gradient goes: the previous RNN layer, or what precedes the RNN. */
+static void rnn_input(ds_model *m, int j, const void **x, void **dx)
+{
+    if (j > 0) {
+        *x = ds_m_act(m, m->rnn[j - 1].y);
+        *dx = ds_m_dact(m, m->rnn[j - 1].dy);
+    } else {
+        fc_pre_input(m, m->cfg.n_fc_pre, x, dx);
     }
 }
 
@@ -398,7 +391,7 @@ static ds_status out_backward(ds_model *m)
     const int T = ds_model_batch_out_frames(m);
     const void *x;
     void *dx;
-    void *db = m->out_b >= 0 ? ds_m_grad(m, m->out_b) : NULL;
+    void *db = grad_or_null(m, m->out_b);
     head_input(m, m->cfg.n_fc, &x, &dx);
     if (!m->cfg.out_bn) {
         DS_TRY(m->op->linear_bwd(m->ctx, T * m->n, m->d_out, m->cfg.n_classes, x,
@@ -469,7 +462,7 @@ static ds_status res_backward(ds_model *m, int i, const ds_view *v, const int *l
     for (int r = l->n_res - 1; r >= 0; r--) {
         const res_branch *b = &l->res[r];
         const conv_layer *src = &m->conv[b->src];
-        const ds_conv_geom g = res_geom(m, i, r);
+        const ds_conv_geom g = ds_m_conv_geom(m, i, r, m->n, m->t);
         DS_TRY(bn_backward(m, &b->bn, v, len, m->count[i + 1], ds_m_act(m, b->a),
                            ds_m_dact(m, l->dbn), ds_m_dact(m, b->da)));
         DS_TRY(m->op->conv2d_bwd(m->ctx, &g, conv_out(m, src), ds_m_param(m, b->w),
@@ -482,15 +475,14 @@ static ds_status res_backward(ds_model *m, int i, const ds_view *v, const int *l
 static ds_status conv_backward(ds_model *m, int i)
 {
     const conv_layer *l = &m->conv[i];
-    const ds_conv_geom g = conv_geom(m, i);
+    const ds_conv_geom g = ds_m_conv_geom(m, i, -1, m->n, m->t);
     const ds_view v = conv_view(m->n, l->co, m->t[i + 1], l->fo);
     const size_t n = (size_t)v.n * v.sn;
     const int *len = ds_m_len(m, i + 1);
     const void *x = i ? conv_out(m, &m->conv[i - 1]) : ds_m_act(m, m->x0);
     void *dx = i ? conv_dout(m, &m->conv[i - 1]) : NULL;   /* no gradient for features */
     if (conv_dropping(m, l)) {
-        ds_dropout_key key = m->drop;
-        key.layer = (unsigned)l->site;
+        const ds_dropout_key key = drop_key(m, l->site);
         DS_TRY(m->op->dropout_bwd(m->ctx, n, l->k.dropout, &key, ds_m_dact(m, l->dout),
                                   ds_m_dact(m, l->dy)));
     }
@@ -514,10 +506,9 @@ ds_status ds_model_backward(ds_model *m)
     for (int j = m->cfg.rnn_layers - 1; j >= 0; j--)
         IN_RANGE(m, "rnn bwd ", j, rnn_backward(m, j));
     for (int k = m->cfg.n_fc_pre - 1; k >= 0; k--) {
-        /* the first layer's input is the features' when no conv layer
-         * precedes it: no gradient wanted */
-        const void *x = k ? fc_out(m, &m->fc_pre[k - 1]) : ds_m_act(m, m->s0);
-        void *dx = k ? ds_m_dact(m, m->fc_pre[k - 1].dy) : m->cfg.n_conv ? ds_m_dact(m, m->ds0) : NULL;
+        const void *x;
+        void *dx;
+        fc_pre_input(m, k, &x, &dx);
         IN_RANGE(m, "fc_pre bwd ", k, fc_backward(m, &m->fc_pre[k], x, dx));
     }
     if (!m->cfg.n_conv) {

@@ -1,6 +1,11 @@
 # family_checks.sh - sourced by the model family tests (test_ds1.sh,
-# test_convnets.sh) after tests/lib/checks.sh, with bin (dstrain), py
-# (/usr/bin/python3) and here (tests/models) set; each check calls ok or bad.
+# test_convnets.sh) with their arguments, DSTRAIN WORKDIR PYTHON: sets bin,
+# py and here (tests/models), sources tests/lib/checks.sh, and leaves the
+# test in a fresh WORKDIR; each check below calls ok or bad.
+bin=$(realpath "$1") work=$2 py=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../lib/checks.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 # trains_on_synthetic PRESET: 300 synthetic steps, the mean loss of the last
 # 50 under half that of the first 10.

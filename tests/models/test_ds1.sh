@@ -6,12 +6,7 @@
 # with bad fields are refused naming the field.
 # usage: test_ds1.sh DSTRAIN WORKDIR PYTHON
 set -uo pipefail
-bin=$(realpath "$1") work=$2 py=$3
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../lib/checks.sh"
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-
-. "$here/family_checks.sh"
+. "$(dirname "$0")/family_checks.sh" "$@"   # bin, work (the current folder), py, here
 
 # ---- trains: 300 synthetic steps, the last 50 losses well below the first 10
 trains_on_synthetic ds1-small

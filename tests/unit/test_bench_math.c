@@ -51,6 +51,20 @@ static void flops(void)
     near("train, 6 and 3 frames", ds_bench_flops(&cfg, two, 2, DS_BENCH_TRAIN), 26406, 0);
 }
 
+/* The forward and training FLOPs of one utterance of frames frames of the
+ * model of json against hand-computed fwd and train. */
+static void flops_of(const char *what, const char *json, int frames, double fwd, double train)
+{
+    ds_model_cfg cfg;
+    if (!parsed(json, &cfg))
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "%s forward, %d frames", what, frames);
+    near(name, ds_bench_flops(&cfg, &frames, 1, DS_BENCH_FORWARD), fwd, 0);
+    snprintf(name, sizeof name, "%s train, %d frames", what, frames);
+    near(name, ds_bench_flops(&cfg, &frames, 1, DS_BENCH_TRAIN), train, 0);
+}
+
 /* DS1's graph: 4 features with 1 frame of context each side (12 inputs),
  * fc_pre [3], a unidirectional LSTM of 2, fc_hidden [3], 5 classes. Of 4
  * frames: fc_pre 2*4*12*3 = 288 (on the features: no input gradient); LSTM
@@ -58,16 +72,11 @@ static void flops(void)
  * 120: forward 776, train 3*776 - 288 = 2040. */
 static void flops_ds1(void)
 {
-    const char *json =
-        "{\"name\":\"flops1\",\"n_features\":4,\"n_classes\":5,\"context\":1,\"fc_pre\":[3],"
-        "\"rnn\":{\"type\":\"lstm\",\"hidden\":2,\"layers\":1,\"bidirectional\":false},"
-        "\"fc_hidden\":[3],\"dropout\":0.1,\"output\":{\"batch_norm\":false,\"bias\":true}}";
-    ds_model_cfg cfg;
-    if (!parsed(json, &cfg))
-        return;
-    const int one[] = {4};
-    near("ds1 forward, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 776, 0);
-    near("ds1 train, 4 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 2040, 0);
+    flops_of("ds1",
+             "{\"name\":\"flops1\",\"n_features\":4,\"n_classes\":5,\"context\":1,\"fc_pre\":[3],"
+             "\"rnn\":{\"type\":\"lstm\",\"hidden\":2,\"layers\":1,\"bidirectional\":false},"
+             "\"fc_hidden\":[3],\"dropout\":0.1,\"output\":{\"batch_norm\":false,\"bias\":true}}",
+             4, 776, 2040);
 }
 
 /* Jasper DR's graph: 4 features, 8 frames; a prologue (2 ch, kernel 3x4,
@@ -79,19 +88,14 @@ static void flops_ds1(void)
  * 2*4*2*5 = 80: forward 664, train 3*664 - 192 = 1800. */
 static void flops_jasper(void)
 {
-    const char *json =
-        "{\"name\":\"flops2\",\"n_features\":4,\"n_classes\":5,\"dense_residual\":true,\"conv\":["
-        "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":4,\"stride_time\":2,\"pad_time\":1,\"bias\":false},"
-        "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"block\":1},"
-        "{\"channels\":3,\"kernel_time\":1,\"kernel_freq\":1,\"block\":1},"
-        "{\"channels\":2,\"kernel_time\":1,\"kernel_freq\":1,\"block\":2}],"
-        "\"output\":{\"batch_norm\":false,\"bias\":true}}";
-    ds_model_cfg cfg;
-    if (!parsed(json, &cfg))
-        return;
-    const int one[] = {8};
-    near("jasper forward, 8 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_FORWARD), 664, 0);
-    near("jasper train, 8 frames", ds_bench_flops(&cfg, one, 1, DS_BENCH_TRAIN), 1800, 0);
+    flops_of("jasper",
+             "{\"name\":\"flops2\",\"n_features\":4,\"n_classes\":5,\"dense_residual\":true,\"conv\":["
+             "{\"channels\":2,\"kernel_time\":3,\"kernel_freq\":4,\"stride_time\":2,\"pad_time\":1,\"bias\":false},"
+             "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"block\":1},"
+             "{\"channels\":3,\"kernel_time\":1,\"kernel_freq\":1,\"block\":1},"
+             "{\"channels\":2,\"kernel_time\":1,\"kernel_freq\":1,\"block\":2}],"
+             "\"output\":{\"batch_norm\":false,\"bias\":true}}",
+             8, 664, 1800);
 }
 
 /* {1,2,3,4,100}: median 3, mean 22, sample sd sqrt(7610/4), t(4) = 2.776:
