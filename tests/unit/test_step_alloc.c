@@ -13,8 +13,8 @@
  * allocations and blocking reads by the backend's counters. Two whole runs
  * of `ds_train` (printing the batch CER, logging every step) differ only in
  * their number of steps: if anything were allocated per step, the longer run
- * would count more. Then single steps are launched by hand and each must
- * leave both counters, the blocking-read counter and the algorithm searches
+ * would count more. Then single steps are launched by hand, of a model of
+ * each family (tiny, jasper-small, ds1-small), and each must leave both counters, the blocking-read counter and the algorithm searches
  * (cuDNN's Find, start-up only) unchanged.
  *
  * usage: test_step_alloc [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
@@ -281,32 +281,14 @@ static counts run(long steps, ds_status *st)
     return (counts){after.heap - before.heap, after.backend - before.backend};
 }
 
-int main(int argc, char **argv)
+/* Single steps of preset's model by hand: nothing allocated, nothing read
+ * back, no algorithm searched, inside the step. Returns 0, or (T_OK) the
+ * test's exit status where a call failed. */
+static int single_steps(const char *preset)
 {
-    be = t_backend(argc > 1 ? argv[1] : NULL);
-    dl_iterate_phdr(note_blas, NULL);
-    {   /* backtrace's first call loads libgcc_s: before anything is counted */
-        void *warm_bt[4];
-        backtrace(warm_bt, 4);
-    }
-    T_CHECK(blas_hi > blas_lo, "OpenBLAS's code was not found among the loaded objects");
-    ds_status st;
-    counts warm = run(2, &st);   /* first-use costs of the libraries, once */
-    T_OK(st);
-    counts a = run(4, &st);
-    T_OK(st);
-    counts b = run(16, &st);
-    T_OK(st);
-    printf("whole runs: 4 steps %ld heap + %ld backend allocations, 16 steps %ld + %ld (warm-up %ld + %ld)\n",
-           a.heap, a.backend, b.heap, b.backend, warm.heap, warm.backend);
-    T_CHECK(a.heap == b.heap, "heap allocations grow with the steps: %ld for 4, %ld for 16", a.heap, b.heap);
-    T_CHECK(a.backend == b.backend, "backend allocations grow with the steps: %ld for 4, %ld for 16",
-            a.backend, b.backend);
-
-    /* single steps by hand: nothing allocated, nothing read back, inside the step */
     ds_ctx *ctx;
     ds_model_cfg cfg;
-    T_OK(ds_config_preset("tiny", &cfg));
+    T_OK(ds_config_preset(preset, &cfg));
     T_OK(be->ctx_create(0, NULL, &ctx));
     const ds_model_limits lim = {.batch = 4, .frames = 120, .label_len = ds_synthetic_max_labels(&cfg, 120)};
     ds_model *m;
@@ -334,24 +316,56 @@ int main(int argc, char **argv)
         be->counters(ctx, &c1);
         ds_step_out out;
         T_OK(ds_stepper_collect(s, &out));
-        printf("step %d: loss %.4f |g| %.3f; inside the step: %ld heap, %ld backend allocations, "
-               "%ld blocking reads (and %ld heap allocations inside NVIDIA's calls)\n", k + 1,
+        printf("%s step %d: loss %.4f |g| %.3f; inside the step: %ld heap, %ld backend allocations, "
+               "%ld blocking reads (and %ld heap allocations inside NVIDIA's calls)\n", preset, k + 1,
                out.loss, out.opt.grad_norm, h1 - h0, c1.allocs - c0.allocs,
                c1.to_host - c0.to_host, v1 - v0);
-        T_CHECK(h1 == h0, "step %d allocated %ld times on the heap", k + 1, h1 - h0);
+        T_CHECK(h1 == h0, "%s step %d allocated %ld times on the heap", preset, k + 1, h1 - h0);
         if (h1 != h0 && k < 2)
             report_sources();
-        T_CHECK(c1.allocs == c0.allocs, "step %d allocated in the backend", k + 1);
-        T_CHECK(c1.to_host == c0.to_host, "step %d made %ld blocking reads", k + 1, c1.to_host - c0.to_host);
-        T_CHECK(c1.searches == c0.searches, "step %d made %ld algorithm searches", k + 1,
+        T_CHECK(c1.allocs == c0.allocs, "%s step %d allocated in the backend", preset, k + 1);
+        T_CHECK(c1.to_host == c0.to_host, "%s step %d made %ld blocking reads", preset, k + 1, c1.to_host - c0.to_host);
+        T_CHECK(c1.searches == c0.searches, "%s step %d made %ld algorithm searches", preset, k + 1,
                 c1.searches - c0.searches);
         T_CHECK(out.loss > 0 && out.opt.grad_norm > 0 && out.opt.steps == k + 1,
-                "step %d: loss %g, norm %g, %ld updates", k + 1, out.loss, out.opt.grad_norm, out.opt.steps);
+                "%s step %d: loss %g, norm %g, %ld updates", preset, k + 1, out.loss, out.opt.grad_norm, out.opt.steps);
     }
     ds_batch_free(&bt);
     ds_stepper_destroy(s);
     ds_optim_destroy(o);
     ds_model_destroy(m);
     be->ctx_destroy(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    be = t_backend(argc > 1 ? argv[1] : NULL);
+    dl_iterate_phdr(note_blas, NULL);
+    {   /* backtrace's first call loads libgcc_s: before anything is counted */
+        void *warm_bt[4];
+        backtrace(warm_bt, 4);
+    }
+    T_CHECK(blas_hi > blas_lo, "OpenBLAS's code was not found among the loaded objects");
+    ds_status st;
+    counts warm = run(2, &st);   /* first-use costs of the libraries, once */
+    T_OK(st);
+    counts a = run(4, &st);
+    T_OK(st);
+    counts b = run(16, &st);
+    T_OK(st);
+    printf("whole runs: 4 steps %ld heap + %ld backend allocations, 16 steps %ld + %ld (warm-up %ld + %ld)\n",
+           a.heap, a.backend, b.heap, b.backend, warm.heap, warm.backend);
+    T_CHECK(a.heap == b.heap, "heap allocations grow with the steps: %ld for 4, %ld for 16", a.heap, b.heap);
+    T_CHECK(a.backend == b.backend, "backend allocations grow with the steps: %ld for 4, %ld for 16",
+            a.backend, b.backend);
+
+    /* single steps by hand, a model of each family */
+    static const char *const presets[] = {"tiny", "jasper-small", "ds1-small"};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const int rc = single_steps(presets[i]);
+        if (rc)
+            return rc;
+    }
     return t_finish("test_step_alloc");
 }
