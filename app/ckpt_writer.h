@@ -8,27 +8,37 @@
 #define DS_CKPT_WRITER_H
 
 #include "checkpoint.h"
+#include "file.h"
 
 typedef struct ds_ckpt_writer ds_ckpt_writer;
 
 /* How a save ended. */
 typedef struct {
     long step;
-    char path[1100];
+    char path[DS_PATH_MAX + 32];
     ds_status st;          /* DS_OK: written and committed (and pruned) */
     char msg[1024];        /* its error, when st != DS_OK */
     double take_s;         /* the copy out of the backend: training waited for it */
     double wait_s;         /* training's wait for the save before it, at its start */
     double write_s;        /* build, write, fsync, rename, prune: beside training when async */
     int removed;           /* older checkpoints pruned after it */
+    int fatal;             /* the folder was replaced under the run: stop, whatever the policy */
 } ds_ckpt_done;
 
-/* For m and o (both outlive the writer); keep: the newest checkpoints kept in
- * dir after each save (0: all). The image memory is allocated here. */
-ds_status ds_ckpt_writer_create(ds_model *m, ds_optim *o, int async, const char *dir, int keep,
-                                ds_ckpt_writer **out);
+/* For m and o (both outlive the writer); dir: the checkpoint folder's real
+ * path and dir_id its identity (ds_file_dir_resolve), checked before every
+ * write; keep: this run's newest checkpoints kept in dir after each save
+ * (0: all). The image memory is allocated here. */
+ds_status ds_ckpt_writer_create(ds_model *m, ds_optim *o, int async, const char *dir,
+                                const ds_file_id *dir_id, int keep, ds_ckpt_writer **out);
+/* The run the saves belong to: run_id, and the steps of its checkpoints
+ * already in the folder, newest first (a resumed run's). Pruning removes
+ * only these and the ones written since; a checkpoint of another run at a
+ * save's name is not overwritten (that save fails). Before the first save. */
+ds_status ds_ckpt_writer_claim(ds_ckpt_writer *w, const char *run_id, const long *steps, size_t n);
 /* Waits for the save in flight (its outcome is then ready for
- * ds_ckpt_writer_poll), copies the checkpoint of info's step out of the
+ * ds_ckpt_writer_poll; a wait there, before this call, counts in this
+ * save's wait_s too), copies the checkpoint of info's step out of the
  * backend and starts writing it to path (async) or writes it at once. An
  * error here is the copy's (or the thread's start); the write's comes from
  * ds_ckpt_writer_poll. */

@@ -250,6 +250,15 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         fprintf(stderr, "dstrain bench: --trace needs --profile layers or kernels\n");
         return 2;
     }
+    /* outputs refused before the benchmark runs, not after it */
+    const char *out_what[] = {"results (--out)", "CSV (--csv)", "trace (--trace)"};
+    const char *outs[] = {a->out, a->csv, b->trace_path};
+    for (int k = 0; k < 3; k++)
+        if (outs[k]) {
+            const ds_status st = ds_file_output_ok(outs[k], out_what[k]);
+            if (st != DS_OK)
+                return ds_cli_fail("bench", st);
+        }
     if (b->dist == DS_LEN_LIBRISPEECH && !have_frames)
         b->run.max_frames = 1700;
     b->run.reduce_dtype = DS_F32;   /* set per precision */

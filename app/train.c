@@ -27,6 +27,8 @@ void ds_train_run_close(run_state *r)
     r->loop.ckpt = NULL;
     ds_log_close(&r->loop.log);
     ds_dir_lock_release(&r->loop.ckpt_lock);
+    free(r->loop.ckpt_dir);
+    r->loop.ckpt_dir = NULL;
     ds_train_data_close(&r->data);
     ds_ranks_close(&r->ranks);
     ds_stepper_destroy(r->m.stepper);
@@ -93,6 +95,23 @@ static ds_status describe_run(run_state *r)
                               r->data.train ? fp : NULL, r->loop.run_config, sizeof r->loop.run_config);
 }
 
+/* Rank 0: --checkpoint-dir made ready and resolved once (a linked cluster
+ * folder included): every save goes to that real path and that folder. */
+static ds_status open_checkpoint_dir(run_state *r)
+{
+    const char *dir = r->o->checkpoint_dir;
+    /* the longest name written there: step-NNNNNNNN.h5 and a temporary's part */
+    const size_t names = sizeof "step-00000000.h5" + 8 + DS_TMP_SUFFIX_LEN;
+    DS_TRY(ds_file_dir_ready(dir, "checkpoint directory"));
+    DS_TRY(ds_file_dir_resolve(dir, "checkpoint directory", names, &r->loop.ckpt_dir,
+                               &r->loop.ckpt_dir_id));
+    struct stat sb;
+    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
+        ds_log_print("checkpoints go to %s (--checkpoint-dir %s, resolved once)\n",
+                     r->loop.ckpt_dir, dir);
+    return DS_OK;
+}
+
 ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
@@ -124,11 +143,12 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     }
     DS_TRY(describe_run(r));
     if (r->ranks.rank == 0 && o->checkpoint_dir) {   /* before any step, not at the first save */
-        DS_TRY(ds_file_dir_ready(o->checkpoint_dir, "checkpoint directory"));
+        DS_TRY(open_checkpoint_dir(r));
+        const char *dir = r->loop.ckpt_dir;
         /* before anything in it is removed or chosen to resume from */
-        DS_TRY(ds_dir_lock_take(o->checkpoint_dir, "checkpoint directory", &r->loop.ckpt_lock));
+        DS_TRY(ds_dir_lock_take(dir, "checkpoint directory", &r->loop.ckpt_lock));
         int removed;
-        if (ds_checkpoint_remove_partial(o->checkpoint_dir, &removed) != DS_OK) {
+        if (ds_checkpoint_remove_partial(dir, &removed) != DS_OK) {
             /* harmless where it stays: a resume never chooses it */
             ds_log_print("warning: %s; training goes on\n", ds_status_last_error());
             ds_status_clear_error();
@@ -138,12 +158,14 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
                      removed, removed == 1 ? "" : "s");
         /* the image's host memory now: a save later cannot fail for want of it */
         DS_TRY(planned(r, &lim, "the host",
-                       ds_ckpt_writer_create(r->m.model, r->m.optim, !o->checkpoint_sync,
-                                             o->checkpoint_dir, o->checkpoint_keep, &r->loop.ckpt)));
+                       ds_ckpt_writer_create(r->m.model, r->m.optim, !o->checkpoint_sync, dir,
+                                             &r->loop.ckpt_dir_id, o->checkpoint_keep,
+                                             &r->loop.ckpt)));
     }
     DS_TRY(ds_ranks_check_shared(r));
     if (o->resume)
         DS_TRY(ds_resume_run(r));
+    DS_TRY(ds_ckpt_folder_claim(r));
     ds_progress_start(&r->loop.progress, o->progress, r->pos.start_step);
     if (r->ranks.rank != 0)   /* rank 0 writes the log and the checkpoints */
         return DS_OK;
@@ -172,6 +194,8 @@ static ds_status report_save(run_state *r, int wait)
     ds_ckpt_done d;
     if (!r->loop.ckpt || !ds_ckpt_writer_poll(r->loop.ckpt, wait, &d))
         return DS_OK;
+    if (d.st != DS_OK && d.fatal)   /* never a save elsewhere, whatever --checkpoint-error says */
+        return DS_FAIL(d.st, "checkpoint at step %ld not written: %s", d.step, d.msg);
     if (d.st != DS_OK)
         return save_failed(r, d.step, d.st, d.msg);
     r->pos.saved_step = d.step;
@@ -203,13 +227,14 @@ static ds_status save_checkpoint(run_state *r, long step, int epoch, int ended)
     if (r->ranks.rank != 0)
         return DS_OK;
     DS_TRY(report_save(r, 1));   /* the save before: at most one in flight */
-    char path[1024];
-    snprintf(path, sizeof path, "%s/step-%08ld.h5", r->o->checkpoint_dir, step);
+    char path[DS_PATH_MAX + 32];   /* the folder's length was checked at the start */
+    snprintf(path, sizeof path, "%s/step-%08ld.h5", r->loop.ckpt_dir, step);
     ds_ckpt_info info = {.step = step, .epoch = epoch, .feat = r->data.feat, .norm = r->o->norm,
                          .next_epoch = ended ? epoch + 1 : epoch,
                          .next_batch = ended ? 0 : r->data.batch_pos, .bad_run = r->pos.bad_run};
     memcpy(info.rng, r->data.rng.s, sizeof info.rng);
     snprintf(info.run_config, sizeof info.run_config, "%s", r->loop.run_config);
+    snprintf(info.run_id, sizeof info.run_id, "%s", r->loop.run_id);
     ds_fault_arm_save(step);
     ds_status st = ds_ckpt_writer_save(r->loop.ckpt, path, &info);
     if (st != DS_OK)

@@ -7,6 +7,7 @@
 
 #include "checkpoint.h"
 #include "dir_lock.h"
+#include "file.h"
 #include "filter.h"
 #include "progress.h"
 #include "rng.h"
@@ -86,6 +87,9 @@ typedef struct {
     ds_score_batch *scorer;
     ds_log log;
     ds_dir_lock ckpt_lock;      /* rank 0: the checkpoint folder, held for the run */
+    char *ckpt_dir;             /* rank 0: --checkpoint-dir's real path, resolved once at start */
+    ds_file_id ckpt_dir_id;     /* ... and the folder it was then (a swap stops the run) */
+    char run_id[DS_RUN_ID_LEN + 1]; /* rank 0: this run's identity, kept by resumes */
     struct ds_ckpt_writer *ckpt;  /* rank 0 with --checkpoint-dir: saves beside training */
     char run_config[DS_RUN_CONFIG_MAX]; /* the options as key=value lines (run_config.h), for checkpoints */
     ds_progress progress;       /* the bar (rank 0, --progress bar) */
@@ -124,6 +128,12 @@ void ds_train_data_close(run_data *d);
  * optimizer on every rank and sets where the loop starts (r->pos, and the
  * data's generator). */
 ds_status ds_resume_run(run_state *r);
+
+/* ckpt_folder.c: rank 0, after the resume: the run's identity (the resumed
+ * checkpoint's, or a new one) and its checkpoints already in the folder,
+ * handed to the writer; a fresh run in a folder holding checkpoints is
+ * refused, naming them. */
+ds_status ds_ckpt_folder_claim(run_state *r);
 
 /* ranks.c: setup, check_sync and check_shared read the model, the options
  * and the data as well as r->ranks; close and gather_metrics only r->ranks. */

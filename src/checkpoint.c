@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "file.h"
 #include "h5_io.h"
+#include "h5_lock.h"
 #include "h5_seal.h"
 
 
@@ -95,6 +97,22 @@ static ds_status read_resume_attrs(hid_t f, const char *path, ds_ckpt_info *info
     return DS_OK;
 }
 
+/* The run_id attribute into id [DS_RUN_ID_LEN + 1]: "" where there is none
+ * (written before runs had an identity). */
+static ds_status read_run_id(hid_t f, const char *path, char *id)
+{
+    char s[2 * DS_RUN_ID_LEN];
+    id[0] = '\0';
+    if (H5Aexists(f, "run_id") <= 0)
+        return DS_OK;
+    DS_TRY(ds_h5_read_attr_str(f, "run_id", s, sizeof s));
+    if (strlen(s) != DS_RUN_ID_LEN || strspn(s, "0123456789abcdef") != DS_RUN_ID_LEN)
+        return DS_FAIL(DS_ERR_IO, "%s: attribute run_id \"%s\" is not %d hex digits", path, s,
+                       DS_RUN_ID_LEN);
+    memcpy(id, s, DS_RUN_ID_LEN + 1);
+    return DS_OK;
+}
+
 static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
 {
     char s[64];
@@ -120,6 +138,7 @@ static ds_status read_info(hid_t f, const char *path, ds_ckpt_info *info)
     if (ds_h5_read_attr_str(f, "dstrain_version", info->version, sizeof info->version) != DS_OK)
         snprintf(info->version, sizeof info->version, "before 0.2");
     ds_status_clear_error();
+    DS_TRY(read_run_id(f, path, info->run_id));
     return ds_h5_exists(f, "optim") ? read_resume_attrs(f, path, info) : DS_OK;
 }
 
@@ -351,22 +370,48 @@ ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count)
     return DS_OK;
 }
 
-ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed)
+ds_status ds_checkpoint_new_run_id(char *id)
+{
+    unsigned char r[DS_RUN_ID_LEN / 2];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return DS_FAIL(DS_ERR_IO, "no random bytes for the run's identity: %s", strerror(errno));
+    for (size_t k = 0; k < sizeof r; k++)
+        snprintf(id + 2 * k, 3, "%02x", r[k]);
+    return DS_OK;
+}
+
+ds_status ds_checkpoint_read_run_id(const char *path, char *id)
+{
+    hid_t f;
+    id[0] = '\0';
+    ds_h5_lock();   /* the checkpoint writer's thread asks too */
+    ds_status st = ds_h5_open(path, 0, &f);
+    if (st == DS_OK) {
+        st = read_run_id(f, path, id);
+        H5Fclose(f);
+    }
+    ds_h5_unlock();
+    return st;
+}
+
+ds_status ds_checkpoint_prune(const char *dir, int keep, const long *ours, size_t n,
+                              const char *run_id, int *removed)
 {
     *removed = 0;
-    long *steps;
-    size_t n;
-    DS_TRY(ds_checkpoint_list(dir, &steps, &n));
     ds_status st = DS_OK;
-    for (size_t i = (size_t)keep; st == DS_OK && i < n; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/step-%08ld.h5", dir, steps[i]);
+    for (size_t i = keep < 1 ? 1 : (size_t)keep; st == DS_OK && i < n; i++) {
+        char path[DS_PATH_MAX + 32], id[DS_RUN_ID_LEN + 1];
+        snprintf(path, sizeof path, "%s/step-%08ld.h5", dir, ours[i]);
+        /* one swapped in since, or gone, is not this run's to remove */
+        if (ds_checkpoint_read_run_id(path, id) != DS_OK || strcmp(id, run_id) != 0) {
+            ds_status_clear_error();
+            continue;
+        }
         if (unlink(path) != 0)
             st = DS_FAIL(DS_ERR_IO, "%s: cannot remove an old checkpoint: %s", path, strerror(errno));
         else
             (*removed)++;
     }
-    free(steps);
     return st;
 }
 

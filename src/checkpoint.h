@@ -29,6 +29,7 @@
 
 #define DS_CKPT_FORMAT "dstrain-checkpoint"
 #define DS_CKPT_VERSION 3   /* 3: attributes sealed (h5_seal.h); 2: resume state; 1: parameters */
+#define DS_RUN_ID_LEN 32          /* a run's identity: hex digits, random at a fresh start */
 #define DS_RUN_CONFIG_MAX 32768   /* a run's options as key=value lines (Jasper 10x5's 53 layers included) */
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
     long bad_run;          /* consecutive skipped steps before it */
     uint64_t rng[4];       /* the synthetic data's generator (every rank draws alike) */
     char run_config[DS_RUN_CONFIG_MAX]; /* the training options, key=value lines */
+    char run_id[DS_RUN_ID_LEN + 1]; /* the run that wrote it, kept across resumes ("" before ids) */
     char version[64];      /* read: the dstrain that wrote it */
 } ds_ckpt_info;
 
@@ -91,9 +93,21 @@ ds_status ds_checkpoint_check_state_values(const char *what, const double *v, si
  * [*count] (free it). */
 ds_status ds_checkpoint_list(const char *dir, long **steps, size_t *count);
 
-/* Removes all but the keep newest (highest step) step-NNNNNNNN.h5 in dir;
- * other files are left alone. *removed counts what went. */
-ds_status ds_checkpoint_prune(const char *dir, int keep, int *removed);
+/* A fresh run's identity into id [DS_RUN_ID_LEN + 1]: random hex. */
+ds_status ds_checkpoint_new_run_id(char *id);
+/* The identity of the run that wrote path into id [DS_RUN_ID_LEN + 1]: ""
+ * for a checkpoint written before runs had one; an error when path cannot
+ * be opened as HDF5. */
+ds_status ds_checkpoint_read_run_id(const char *path, char *id);
+
+/* Pruning that keeps a folder's other runs whole: ours [n] are the steps
+ * of run_id's checkpoints in dir, ours[0] the one just written, then the
+ * rest in the order they go last (newest kept). Removes ours[keep..n), each
+ * only while its file still carries run_id; ours[0] is never removed (keep
+ * below 1 counts as 1), nor any file of another run. *removed counts what
+ * went. */
+ds_status ds_checkpoint_prune(const char *dir, int keep, const long *ours, size_t n,
+                              const char *run_id, int *removed);
 
 /* Removes every step-NNNNNNNN.h5.tmp in dir: a save cut short (SIGKILL, a
  * node lost) leaves one, never chosen by a resume. Call it before a run's

@@ -247,6 +247,8 @@ static ds_status write_attrs(hid_t f, ds_model *m, const ds_ckpt_info *info)
     DS_TRY(ds_h5_write_attr_f64(f, "window_stride_s", info->feat.window_stride_s));
     DS_TRY(ds_h5_write_attr_f64(f, "n_mels", info->feat.n_mels));
     DS_TRY(ds_h5_write_attr_f64(f, "n_mfcc", info->feat.n_mfcc));
+    if (info->run_id[0])   /* the run's identity: pruning and resumes tell runs apart by it */
+        DS_TRY(ds_h5_write_attr_str(f, "run_id", info->run_id));
     return ds_h5_write_attr_str(f, "normalization", ds_feature_norm_name(info->norm));
 }
 

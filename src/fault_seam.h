@@ -26,6 +26,9 @@ ds_status ds_model_poison_logits(ds_model *m);
 /* h5_io.c: the next file write stops the process with SIGKILL once bytes
  * (> 0) of it are written; 0: off. */
 void ds_h5_fault_kill_after(size_t bytes);
+/* h5_io.c: every later file write first sleeps seconds (a slow disk, so
+ * that saves take longer than the steps between them); 0: off. */
+void ds_h5_fault_slow_writes(double seconds);
 
 /* app/stepper.c (app layer; declared here so that the seam is one
  * header): the next launched step on this rank gets fault kind

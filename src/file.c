@@ -12,10 +12,58 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* fsync of a file or directory (never through a link). */
+/* What a file that is not a regular file is, for messages. */
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m)    ? "a folder"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "not a regular file";
+}
+
+ds_status ds_file_output_ok(const char *path, const char *what)
+{
+    struct stat sb;
+    if (!path || !*path)
+        return DS_FAIL(DS_ERR_ARG, "the %s's path is empty: give a file name", what);
+    const size_t n = strlen(path);
+    if (n + DS_TMP_SUFFIX_LEN >= DS_PATH_MAX)
+        return DS_FAIL(DS_ERR_ARG, "path too long for the %s: %zu characters, and its temporary "
+                       "name %d more, over the limit of %d (give a shorter path): %s", what, n,
+                       DS_TMP_SUFFIX_LEN, DS_PATH_MAX - 1, path);
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? DS_OK
+                               : DS_FAIL(DS_ERR_IO, "%s: cannot look at the %s: %s", path, what,
+                                         strerror(errno));
+    if (S_ISREG(sb.st_mode))
+        return DS_OK;
+    if (S_ISLNK(sb.st_mode))
+        return DS_FAIL(DS_ERR_ARG, "%s: is a symbolic link: the %s is not written through it "
+                       "(give the file it names, or another path)", path, what);
+    return DS_FAIL(DS_ERR_ARG, "%s: is %s, not a regular file: the %s would replace it; "
+                   "refused (give a file's path)", path, kind_of(sb.st_mode), what);
+}
+
+/* fsync of a directory, through links: a linked scratch folder is the
+ * folder the file went into. */
+static ds_status sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot open the folder to sync: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    return rc ? DS_FAIL(DS_ERR_IO, "%s: fsync: %s", path, strerror(err)) : DS_OK;
+}
+
+/* fsync of a file (never through a link). */
 static ds_status sync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open to sync: %s", path, strerror(errno));
     int rc = fsync(fd);
@@ -26,7 +74,6 @@ static ds_status sync_path(const char *path)
 
 ds_status ds_file_commit(const char *tmp, const char *path)
 {
-    char dir[4096];
     struct stat sb;
     /* a temporary file swapped for a link or anything else after it was
      * written would become path: refused */
@@ -39,14 +86,22 @@ ds_status ds_file_commit(const char *tmp, const char *path)
                        gone ? "gone" : "no longer a regular file (replaced by someone?)", path);
     }
     ds_status st = sync_path(tmp);
+    /* looked at again: a device or FIFO put at path since the start is not
+     * replaced either */
+    if (st == DS_OK)
+        st = ds_file_output_ok(path, "output");
     if (st == DS_OK && rename(tmp, path) != 0)
         st = DS_FAIL(DS_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
     if (st != DS_OK) {
         unlink(tmp);
         return st;
     }
-    snprintf(dir, sizeof dir, "%s", path);
-    return sync_path(dirname(dir));
+    char *dir = strdup(path);
+    if (!dir)
+        return DS_FAIL(DS_ERR_MEM, "%s: no memory to name its folder", path);
+    st = sync_dir(dirname(dir));
+    free(dir);
+    return st;
 }
 
 /* Six random letters and digits after path into tmp [cap]. */
@@ -71,6 +126,7 @@ enum { TMP_TRIES = 64 };
 ds_status ds_file_tmp_name(const char *path, const char *what, char *tmp, size_t cap)
 {
     struct stat sb;
+    DS_TRY(ds_file_output_ok(path, what));
     for (int k = 0; k < TMP_TRIES; k++) {
         DS_TRY(random_tmp(path, what, tmp, cap));
         if (lstat(tmp, &sb) != 0 && errno == ENOENT)
@@ -99,6 +155,8 @@ static int create_excl(const char *path, const char *what, char *tmp, size_t cap
 
 ds_status ds_file_tmp_create(const char *path, const char *what, char *tmp, size_t cap, int *fd)
 {
+    *fd = -1;
+    DS_TRY(ds_file_output_ok(path, what));
     *fd = create_excl(path, what, tmp, cap);
     if (*fd >= 0)
         return DS_OK;
@@ -201,7 +259,11 @@ void ds_file_abandon(FILE *f, const char *tmp)
 /* mkdir -p: every missing parent of dir, then dir. */
 static int make_dirs(const char *dir)
 {
-    char part[4096];
+    char part[DS_PATH_MAX];
+    if (strlen(dir) >= sizeof part) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     snprintf(part, sizeof part, "%s", dir);
     for (char *p = part + 1; *p; p++) {
         if (*p != '/')
@@ -217,6 +279,11 @@ static int make_dirs(const char *dir)
 ds_status ds_file_dir_ready(const char *dir, const char *what)
 {
     struct stat sb;
+    /* the probe's name, and any file's written there, must fit beside it */
+    if (strlen(dir) + 48 >= DS_PATH_MAX)
+        return DS_FAIL(DS_ERR_ARG, "path too long for the %s: %zu characters, and a file's name "
+                       "in it, over the limit of %d (give a shorter path): %s", what, strlen(dir),
+                       DS_PATH_MAX - 1, dir);
     if (make_dirs(dir) != 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot create the %s: %s", dir, what, strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -233,6 +300,53 @@ ds_status ds_file_dir_ready(const char *dir, const char *what)
     close(fd);
     unlink(probe);
     return ok ? DS_OK : DS_FAIL(DS_ERR_IO, "%s: cannot write in the %s: %s", dir, what, strerror(err));
+}
+
+ds_status ds_file_dir_resolve(const char *dir, const char *what, size_t name_len, char **real,
+                              ds_file_id *id)
+{
+    struct stat sb;
+    *real = NULL;
+    if (strlen(dir) + 1 + name_len >= DS_PATH_MAX)
+        return DS_FAIL(DS_ERR_ARG, "path too long for the %s: %zu characters, and %zu more for the "
+                       "names written in it, over the limit of %d (give a shorter path): %s",
+                       what, strlen(dir), name_len + 1, DS_PATH_MAX - 1, dir);
+    char *r = realpath(dir, NULL);
+    if (!r)
+        return DS_FAIL(DS_ERR_IO, "%s: cannot resolve the %s's real path: %s", dir, what,
+                       strerror(errno));
+    ds_status st = DS_OK;
+    if (strlen(r) + 1 + name_len >= DS_PATH_MAX)
+        st = DS_FAIL(DS_ERR_ARG, "path too long for the %s: its real path has %zu characters, and "
+                     "%zu more for the names written in it, over the limit of %d: %s", what,
+                     strlen(r), name_len + 1, DS_PATH_MAX - 1, r);
+    else if (lstat(r, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        st = DS_FAIL(DS_ERR_IO, "%s: the %s (%s) is not a folder", dir, what, r);
+    if (st != DS_OK) {
+        free(r);
+        return st;
+    }
+    id->dev = sb.st_dev;
+    id->ino = sb.st_ino;
+    *real = r;
+    return DS_OK;
+}
+
+ds_status ds_file_dir_same(const char *real, const ds_file_id *id, const char *what)
+{
+    struct stat sb;
+    if (lstat(real, &sb) != 0)
+        return DS_FAIL(DS_ERR_IO, "the %s %s is gone (%s): moved or removed during the run; "
+                       "stopping rather than writing elsewhere", what, real, strerror(errno));
+    if (S_ISLNK(sb.st_mode) || !S_ISDIR(sb.st_mode) || sb.st_dev != id->dev ||
+        sb.st_ino != id->ino)
+        return DS_FAIL(DS_ERR_IO, "the %s %s is no longer the folder this run started with "
+                       "(device %lu, inode %lu then; now %s, device %lu, inode %lu): replaced "
+                       "during the run; stopping rather than writing elsewhere", what, real,
+                       (unsigned long)id->dev, (unsigned long)id->ino,
+                       S_ISLNK(sb.st_mode) ? "a symbolic link" : kind_of(sb.st_mode) ,
+                       (unsigned long)sb.st_dev, (unsigned long)sb.st_ino);
+    return DS_OK;
 }
 
 ds_status ds_file_read_text(const char *path, size_t max, const char *what, char **text)

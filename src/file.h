@@ -5,12 +5,27 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "status.h"
 
+/* The longest path any writer builds (the system's PATH_MAX): a path that
+ * would be longer is refused naming this limit, never cut short. */
+#define DS_PATH_MAX 4096
+
+/* The one rule for every output replaced whole (feature files, checkpoints,
+ * exports, bench results): path is not empty, short enough for its
+ * temporary name (DS_PATH_MAX), and either does not exist or is a regular
+ * file; a device, FIFO, socket, folder or symbolic link at path is refused
+ * by name (what names the output), before anything is written. Writers
+ * check it when they name their temporary file and again just before the
+ * rename, so the rename happens only over a regular file or nothing. */
+ds_status ds_file_output_ok(const char *path, const char *what);
+
 /* fsyncs the finished temporary file tmp, renames it to path and fsyncs the
  * directory, so path holds either the old or the new file. On failure tmp is
- * removed and path is untouched. */
+ * removed and path is untouched. The directory is fsynced through links
+ * (scratch and project folders on clusters are links). */
 ds_status ds_file_commit(const char *tmp, const char *path);
 
 /* Temporary files are named "PATH.XXXXXX.tmp" (six random letters and
@@ -51,6 +66,23 @@ void ds_file_abandon(FILE *f, const char *tmp);
  * written and removed): checked before work that will write there starts.
  * what names the directory's role in errors. */
 ds_status ds_file_dir_ready(const char *dir, const char *what);
+
+/* A folder written to for a whole run, named through links or not: *real
+ * (free it) is its real path, resolved once, and id its identity, so that
+ * every later write goes to that folder and a folder swapped under the run
+ * (moved away, replaced by a link) is noticed by ds_file_dir_same. what
+ * names the folder's role; a path too long for the names the run will
+ * build in it (name_len more characters) is refused naming the limit. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} ds_file_id;
+ds_status ds_file_dir_resolve(const char *dir, const char *what, size_t name_len, char **real,
+                              ds_file_id *id);
+/* Whether real (from ds_file_dir_resolve) is still that folder, itself and
+ * not a link: DS_OK, or an error naming the folder, what it was and what it
+ * is now. */
+ds_status ds_file_dir_same(const char *real, const ds_file_id *id, const char *what);
 
 /* The whole of the text file path, NUL-terminated, into *text (free it);
  * what names it in errors; larger than max bytes is an error. */

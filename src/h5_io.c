@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -235,6 +236,13 @@ static size_t kill_after;
 
 void ds_h5_fault_kill_after(size_t bytes) { kill_after = bytes; }
 
+static long slow_writes_ms;   /* set by the main thread, read by the writer's */
+
+void ds_h5_fault_slow_writes(double seconds)
+{
+    __atomic_store_n(&slow_writes_ms, (long)(seconds * 1e3), __ATOMIC_RELAXED);
+}
+
 /* buf [n bytes] into a new temporary file beside path, committed over path. */
 static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
 {
@@ -242,6 +250,11 @@ static ds_status write_all(const char *path, const unsigned char *buf, size_t n)
     int fd;
     DS_TRY(ds_file_tmp_create(path, "HDF5 file", tmp, sizeof tmp, &fd));
     ds_status st = DS_OK;
+    const long slow = __atomic_load_n(&slow_writes_ms, __ATOMIC_RELAXED);
+    if (slow > 0) {
+        const struct timespec nap = {slow / 1000, slow % 1000 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
     for (size_t done = 0; st == DS_OK && done < n;) {
         if (kill_after && done >= kill_after) {
             fsync(fd);   /* the part written is on disk, as a real crash could leave it */
