@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "flags.h"
 #include "model.h"
+#include "rank_agree.h"
 #include "loader.h"
 #include "train.h"
 
@@ -342,7 +343,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
 static int fail_ranks(ds_world *w, ds_status st)
 {
     int rc = ds_cli_fail("train", st);
-    if (w->size > 1)
+    if (w->size > 1 && !ds_rank_agree_refused())   /* refused by all: none waits, none is killed */
         ds_world_abort(w, "training failed (see above)");
     ds_world_finalize(w);
     return rc;

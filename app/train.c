@@ -18,6 +18,7 @@
 #include "file.h"
 #include "h5_lock.h"
 #include "evaluate.h"
+#include "rank_agree.h"
 #include "run_config.h"
 #include "train_run.h"
 
@@ -119,10 +120,14 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     r->ranks.rank = o->world ? o->world->rank : 0;
     r->ranks.ranks = o->world ? o->world->size : 1;
     r->pos.saved_step = r->pos.tried_step = r->pos.validated_step = -1;
-    DS_TRY(open_backend(r));
     ds_model_limits lim = {.batch = o->batch};
     DS_TRY(planned(r, &lim, "the host",
                    ds_train_data_open(&r->data, o, r->ranks.rank, r->ranks.ranks, &lim)));
+    /* before anything sized by the options goes between ranks (the model's
+     * broadcast, the buckets), and before a backend another rank may not
+     * have: a rank given other options is refused by all */
+    DS_TRY(ds_rank_agree_train(r));
+    DS_TRY(open_backend(r));
     r->loop.total = o->steps > 0 ? o->steps : r->data.per_epoch * (o->epochs > 0 ? o->epochs : 1);
     r->m.ocfg = o->optim;
     if (r->m.ocfg.total_steps <= 0)

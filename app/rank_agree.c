@@ -1,0 +1,377 @@
+/* rank_agree.c - the ranks' options compared before any collective depends
+ * on them; see rank_agree.h. Each rank writes what must match as lines
+ * "key=value", the value optionally followed by a tab and what to show for
+ * it (a file's path and node): the value alone is compared. Keys starting
+ * with '.' are carried, not compared. */
+#include "rank_agree.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build_info.h"
+
+enum {
+    RECORD_MAX = 96 * 1024,   /* a rank's lines: four paths of PATH_MAX, escaped, fit */
+    WHY_MAX = 720,            /* the differences named in the message (its buffer is 1 KiB) */
+    SHOWN_MAX = 150,          /* one rank's value in the message, a long path cut in the middle */
+    LISTED = 4                /* ranks named per option; more are counted */
+};
+
+static int refused;
+
+int ds_rank_agree_refused(void) { return refused; }
+
+/* An output buffer that remembers running out of room (never half a line). */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+    int full;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->full)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= t->cap - t->len) {
+        t->full = 1;
+        t->buf[t->len] = '\0';
+        return;
+    }
+    t->len += (size_t)n;
+}
+
+/* s with backslashes, tabs, newlines and other control characters escaped:
+ * a value (a path, a model's name) stays in its field and on its line. */
+static void put_esc(text *t, const char *s)
+{
+    for (; *s && !t->full; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '\\')
+            put(t, "\\\\");
+        else if (c < 0x20 || c == 0x7f)
+            put(t, "\\x%02x", c);
+        else
+            put(t, "%c", c);
+    }
+}
+
+/* key=value[TAB shown]: the value from fmt; shown (NULL: the value) is
+ * what the message says for it. */
+static void line(text *t, const char *key, const char *shown, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void line(text *t, const char *key, const char *shown, const char *fmt, ...)
+{
+    char v[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof v, fmt, ap);
+    va_end(ap);
+    put(t, "%s=", key);
+    put_esc(t, v);
+    if (shown) {
+        put(t, "\t");
+        put_esc(t, shown);
+    }
+    put(t, "\n");
+}
+
+/* v as the shortest of %.15g and %.17g that reads back as v. */
+static const char *num(double v, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, cap, "%.17g", v);
+    return buf;
+}
+
+/* The model as its name and a 64-bit FNV-1a hash of its config's JSON:
+ * any layer, size or setting that differs shows. */
+static void model_line(text *t, const ds_model_cfg *m)
+{
+    static char json[DS_CONFIG_JSON_MAX];   /* one caller, the main thread */
+    if (ds_config_to_json(m, json, sizeof json) != DS_OK) {
+        ds_status_clear_error();   /* said here, compared as it is */
+        line(t, "--model/--config", NULL, "%s (its config cannot be written out)", m->name);
+        return;
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = json; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    line(t, "--model/--config", NULL, "%s (config hash %016llx)", m->name, (unsigned long long)h);
+}
+
+/* What makes a data file this one: its content's fingerprint (shown with
+ * its path and node: a node-local copy is the usual cause), its feature
+ * settings and its utterances. */
+static void data_lines(text *t, const char *flag, const char *path, const char *host,
+                       const ds_dataset *d, long kept)
+{
+    char key[64], fp[16], shown[DS_PATH_MAX + 160];
+    ds_dataset_fingerprint(d, fp, sizeof fp);
+    snprintf(shown, sizeof shown, "fingerprint %s of %s on %s", fp, path, host);
+    snprintf(key, sizeof key, "%s content", flag);
+    line(t, key, shown, "%s", fp);
+    const ds_feature_cfg *f = &d->feat;
+    snprintf(key, sizeof key, "%s features", flag);
+    line(t, key, NULL, "%s %d per frame, %d Hz, window %g s, stride %g s, %d mels, %d mfcc",
+         ds_feature_type_name(f->type), d->n_features, f->sample_rate, f->window_size_s,
+         f->window_stride_s, f->n_mels, f->n_mfcc);
+    snprintf(key, sizeof key, "%s utterances", flag);
+    line(t, key, NULL, "%ld, %ld kept", d->n, kept);
+}
+
+/* The binary: its version and revision, and how it was built. */
+static void binary_lines(text *t)
+{
+    line(t, "dstrain version", NULL, "%s", "dstrain " DSTRAIN_VERSION " (" DSTRAIN_GIT_REV ")");
+    line(t, "dstrain build", NULL, "%s",
+         DSTRAIN_BUILD_TYPE ", " DSTRAIN_C_COMPILER ", CUDA " DSTRAIN_CUDA_TOOLKIT
+         " " DSTRAIN_CUDA_ARCHS ", cuBLAS " DSTRAIN_CUBLAS ", cuDNN " DSTRAIN_CUDNN_VERSION
+         ", NCCL " DSTRAIN_NCCL_VERSION);
+}
+
+/* The run: the model, its numbers and the steps, and every option that
+ * changes which collectives run when (a rank that validates, saves, prints
+ * or checks at other steps sends other messages at that step). */
+static void run_lines(text *t, const ds_train_opts *o)
+{
+    const ds_optim_cfg *c = &o->optim;
+    char a[40];
+    model_line(t, &o->model);
+    line(t, "--precision", NULL, "%s", ds_dtype_name(o->precision));
+    line(t, "--device", NULL, "%s", o->device);
+    line(t, "--deterministic", NULL, "%s", o->compute.deterministic ? "on" : "off");
+    line(t, "--tf32", NULL, "%s", o->compute.tf32 ? "on" : "off");
+    line(t, "--batch", NULL, "%d", o->batch);
+    line(t, "--steps", NULL, "%ld", o->steps);
+    line(t, "--epochs", NULL, "%d", o->epochs);
+    line(t, "--seed", NULL, "%llu", (unsigned long long)o->seed);
+    line(t, "--optimizer", NULL, "%s", ds_optim_kind_name(c->kind));
+    line(t, "--lr", NULL, "%s", num(c->lr, a, sizeof a));
+    line(t, "--momentum", NULL, "%s", num(c->momentum, a, sizeof a));
+    line(t, "--no-nesterov", NULL, "%s", c->nesterov ? "Nesterov momentum" : "plain momentum");
+    line(t, "--weight-decay", NULL, "%s", num(c->weight_decay, a, sizeof a));
+    line(t, "--lr-schedule", NULL, "%s", ds_optim_lr_schedule_name(c->schedule));
+    line(t, "--anneal", NULL, "%s", num(c->anneal, a, sizeof a));
+    line(t, "--poly-power", NULL, "%s", num(c->poly_power, a, sizeof a));
+    line(t, "--warmup", NULL, "%ld", c->warmup_steps);
+    line(t, "--max-norm", NULL, "%s", num(c->max_grad_norm, a, sizeof a));
+    if (c->loss_scale_window > 0)
+        line(t, "--loss-scale", NULL, "dynamic from %s", num(c->loss_scale, a, sizeof a));
+    else
+        line(t, "--loss-scale", NULL, "%s", num(c->loss_scale, a, sizeof a));
+    line(t, "--loss-scale-window", NULL, "%ld", c->loss_scale_window);
+    line(t, "--max-bad-steps", NULL, "%ld", o->max_bad_steps);
+    line(t, "--allreduce", NULL, "%s", ds_reduce_kind_name(o->allreduce));
+    line(t, "--bucket-mb", NULL, "%s", num(o->bucket_mb, a, sizeof a));
+    line(t, "--reduce-dtype", NULL, "%s", ds_dtype_name(o->reduce_dtype));
+    line(t, "--check-sync", NULL, "%ld", o->check_sync);
+    line(t, "--local-bn", NULL, "%s", o->local_bn ? "per-rank BatchNorm" : "synchronised BatchNorm");
+    line(t, "--print-every", NULL, "%d", o->print_every);
+}
+
+/* The data each rank opened, and where the run saves and resumes. */
+static void data_and_checkpoint_lines(text *t, const run_state *r, const char *host)
+{
+    const ds_train_opts *o = r->o;
+    char a[40], b[40];
+    if (!o->train_path) {
+        line(t, "--train/--synthetic", NULL, "--synthetic");
+        line(t, "--synthetic-utts", NULL, "%d", o->synthetic_utts);
+        line(t, "--max-frames", NULL, "%d", o->max_frames);
+    } else {
+        line(t, "--train/--synthetic", NULL, "--train");
+        data_lines(t, "--train", o->train_path, host, r->data.train, r->data.n_keep);
+        line(t, "--min-duration/--max-duration", NULL, "%s, %s", num(o->min_duration, a, sizeof a),
+             num(o->max_duration, b, sizeof b));
+        line(t, "--spec-augment", NULL, "%d x %d bins, %d x %d frames", o->aug.freq_masks,
+             o->aug.freq_width, o->aug.time_masks, o->aug.time_width);
+    }
+    line(t, "--norm", NULL, "%s", ds_feature_norm_name(o->norm));
+    line(t, "--val", o->val_path ? o->val_path : "none", "%s", o->val_path ? "given" : "none");
+    if (o->val_path)
+        data_lines(t, "--val", o->val_path, host, r->data.val, r->data.n_val);
+    line(t, "--val-every", NULL, "%ld", o->val_every);
+    line(t, "--checkpoint-dir", o->checkpoint_dir ? o->checkpoint_dir : "none", "%s",
+         o->checkpoint_dir ? "given" : "none");
+    line(t, "--checkpoint-every", NULL, "%ld", o->checkpoint_every);
+    const int automatic = o->resume && !strcmp(o->resume, "auto");
+    line(t, "--resume", o->resume ? o->resume : "none", "%s",
+         !o->resume ? "none" : automatic ? "auto" : "a checkpoint");
+}
+
+/* Every rank's lines (mine [len]) into all, recs[k] the start of rank k's. */
+static ds_status exchange(ds_world *w, const char *mine, char **all, char **recs)
+{
+    const int n = w->size, len = (int)strlen(mine) + 1;
+    int *lens = calloc((size_t)n, sizeof *lens), *at = calloc((size_t)n, sizeof *at);
+    ds_status st = DS_OK;
+    if (!lens || !at) {
+        st = DS_FAIL(DS_ERR_MEM, "the options of %d ranks", n);
+        goto free_counts;
+    }
+    ds_world_wait_begin(w, "comparing the ranks' options");
+    int rc = MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, w->comm);
+    ds_world_wait_end(w);
+    DS_TRY_GOTO(st, ds_world_check(rc, "MPI_Allgather of the lengths of the ranks' options"),
+                free_counts);
+    long total = 0;
+    for (int k = 0; k < n; k++) {
+        at[k] = (int)total;
+        total += lens[k] > 0 && lens[k] <= RECORD_MAX ? lens[k] : 0;
+        if (lens[k] <= 0 || lens[k] > RECORD_MAX) {   /* not ours: another program's protocol */
+            st = DS_FAIL(DS_ERR_MPI, "rank %d sent %d bytes of options, not a dstrain of this "
+                         "version's: run one dstrain binary on every rank", k, lens[k]);
+            goto free_counts;
+        }
+    }
+    *all = malloc((size_t)total);
+    if (!*all) {
+        st = DS_FAIL(DS_ERR_MEM, "the options of %d ranks (%ld bytes)", n, total);
+        goto free_counts;
+    }
+    ds_world_wait_begin(w, "comparing the ranks' options");
+    rc = MPI_Allgatherv(mine, len, MPI_CHAR, *all, lens, at, MPI_CHAR, w->comm);
+    ds_world_wait_end(w);
+    DS_TRY_GOTO(st, ds_world_check(rc, "MPI_Allgatherv of the ranks' options"), free_counts);
+    for (int k = 0; k < n; k++) {
+        recs[k] = *all + at[k];
+        recs[k][lens[k] - 1] = '\0';
+    }
+free_counts:
+    free(lens);
+    free(at);
+    return st;
+}
+
+/* key's value in rec (the line "key=value[TAB shown]"): its start, length
+ * and what to show for it [*slen]; NULL when rec has no such key. */
+static const char *value_of(const char *rec, const char *key, size_t klen, size_t *vlen,
+                            const char **shown, size_t *slen)
+{
+    for (const char *p = rec; *p;) {
+        const char *end = strchr(p, '\n');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > klen && p[klen] == '=' && !strncmp(p, key, klen)) {
+            const char *v = p + klen + 1, *tab = memchr(v, '\t', n - klen - 1);
+            *vlen = tab ? (size_t)(tab - v) : n - klen - 1;
+            *shown = tab ? tab + 1 : v;
+            *slen = tab ? (size_t)(p + n - tab - 1) : *vlen;
+            return v;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return NULL;
+}
+
+/* "rank K has VALUE" into t, a value over SHOWN_MAX cut in its middle. */
+static void put_rank(text *t, int k, const char *shown, size_t slen)
+{
+    if (slen <= SHOWN_MAX)
+        put(t, "rank %d has %.*s", k, (int)slen, shown);
+    else
+        put(t, "rank %d has %.*s...%.*s", k, SHOWN_MAX / 2, shown, SHOWN_MAX / 2,
+            shown + slen - SHOWN_MAX / 2);
+}
+
+/* Each key of rank 0's whose value another rank has otherwise: "KEY differs
+ * between ranks: rank 0 has A, rank 2 has B" into why (those that fit);
+ * returns how many keys differ, *left those that did not fit. */
+static int compare(char **recs, int n, text *why, int *left)
+{
+    int differ = 0;
+    *left = 0;
+    for (const char *p = recs[0]; *p;) {
+        const char *end = strchr(p, '\n'), *eq = memchr(p, '=', end ? (size_t)(end - p) : strlen(p));
+        if (eq && *p != '.') {
+            const size_t klen = (size_t)(eq - p);
+            size_t v0len, s0len, vlen, slen;
+            const char *s0, *s, *v0 = value_of(recs[0], p, klen, &v0len, &s0, &s0len);
+            int ranks[LISTED], listed = 0, more = 0;
+            for (int k = 1; k < n; k++) {
+                const char *v = value_of(recs[k], p, klen, &vlen, &s, &slen);
+                if (v && (vlen != v0len || strncmp(v, v0, vlen)))   /* absent: another key says so */
+                    listed < LISTED ? (void)(ranks[listed++] = k) : (void)more++;
+            }
+            if (listed) {
+                char one[1024];
+                text o = {one, sizeof one, 0, 0};
+                put(&o, "%s%.*s differs between ranks: ", why->len ? "; " : "", (int)klen, p);
+                put_rank(&o, 0, s0, s0len);
+                for (int i = 0; i < listed; i++) {
+                    value_of(recs[ranks[i]], p, klen, &vlen, &s, &slen);
+                    put(&o, ", ");
+                    put_rank(&o, ranks[i], s, slen);
+                }
+                if (more)
+                    put(&o, " (and %d more rank%s)", more, more == 1 ? "" : "s");
+                differ++;
+                if (!o.full && why->len + o.len < why->cap)
+                    put(why, "%s", one);
+                else
+                    ++*left;
+            }
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return differ;
+}
+
+ds_status ds_rank_agree_train(const run_state *r)
+{
+    const ds_train_opts *o = r->o;
+    if (!o->world || o->world->size <= 1)
+        return DS_OK;
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char *mine = malloc(RECORD_MAX), *all = NULL, **recs = calloc((size_t)o->world->size,
+                                                                     sizeof *recs);
+    ds_status st = DS_OK;
+    if (!mine || !recs) {   /* this rank ends the job: the others wait at the exchange */
+        st = DS_FAIL(DS_ERR_MEM, "the options to compare across %d ranks", o->world->size);
+        goto free_records;
+    }
+    text t = {mine, RECORD_MAX, 0, 0};
+    line(&t, ".host", NULL, "%s", host);
+    binary_lines(&t);
+    run_lines(&t, o);
+    data_and_checkpoint_lines(&t, r, host);
+    if (t.full) {
+        st = DS_FAIL(DS_ERR_ARG, "the options to compare across ranks are over %d bytes",
+                     RECORD_MAX);
+        goto free_records;
+    }
+    DS_TRY_GOTO(st, exchange(o->world, mine, &all, recs), free_records);
+    char why[WHY_MAX];
+    text w = {why, sizeof why, 0, 0};
+    int left = 0;
+    why[0] = '\0';
+    if (compare(recs, o->world->size, &w, &left)) {
+        refused = 1;   /* every rank has the same records, and comes to the same verdict */
+        char more[64] = "";
+        if (left)
+            snprintf(more, sizeof more, "; and %d more option%s differ%s", left,
+                     left == 1 ? "" : "s", left == 1 ? "s" : "");
+        st = DS_FAIL(DS_ERR_ARG, "the ranks were started with different options: %s%s. Give every "
+                     "rank the same options and data (rank %d of %d refuses the run, as each rank "
+                     "does)", why, more, o->world->rank, o->world->size);
+    }
+free_records:
+    free(mine);
+    free(all);
+    free(recs);
+    return st;
+}
