@@ -319,9 +319,19 @@ int ds_flags_next(ds_flags *p)
     } else {   /* a one-letter name: its entry's id */
         p->cur = find_short(p->cmd, (char)c);
         snprintf(p->typed, sizeof p->typed, "-%c", c);
-        if (p->cur)
-            return p->cur->id;
     }
+    /* no option takes an empty value: --log '' (an unset variable in a
+     * script) wrote nothing and said nothing */
+    if (p->cur && p->cur->has_arg && optarg && !*optarg) {
+        FILE *e = to(stderr);
+        prefix(e, p->cmd);
+        fprintf(e, ": option %s is given an empty value: it takes %s\n", p->typed,
+                p->cur->metavar ? p->cur->metavar : "a value");
+        hint(p->cmd);
+        return '?';
+    }
+    if (li < 0 && p->cur)
+        return p->cur->id;
     return c;
 }
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 /* An output buffer that remembers running out of room. */
 typedef struct {
     char *buf;
@@ -30,6 +32,30 @@ static void put(text *t, const char *fmt, ...)
         return;
     }
     t->len += (size_t)n;
+}
+
+/* s as one line's value: a backslash, a control character (a newline in a
+ * --train path wrote lines of its own, which could forge the data check)
+ * and a byte that is not UTF-8 escaped as \\, \n, \xHH, so that every
+ * value stays on its line and reads one way. */
+static void put_str(text *t, const char *s)
+{
+    for (const char *p = s; *p && !t->full;) {
+        const unsigned char c = (unsigned char)*p;
+        const int len = ds_utf8_len(p);
+        if (c == '\\')
+            put(t, "\\\\");
+        else if (c == '\n')
+            put(t, "\\n");
+        else if (c < 0x20 || c == 0x7f || !len)
+            put(t, "\\x%02x", c);
+        else {
+            put(t, "%.*s", len, p);
+            p += len;
+            continue;
+        }
+        p++;
+    }
 }
 
 /* v as the shortest of %.15g and %.17g that reads back as v: 3e-4 stays
@@ -57,8 +83,11 @@ static void flatten(text *t, const cJSON *v, const char *prefix)
         }
         return;
     }
-    if (cJSON_IsString(v))
-        put(t, "%s=%s\n", prefix, v->valuestring);
+    if (cJSON_IsString(v)) {
+        put(t, "%s=", prefix);
+        put_str(t, v->valuestring);
+        put(t, "\n");
+    }
     else if (cJSON_IsBool(v))
         put(t, "%s=%s\n", prefix, cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNumber(v)) {
@@ -83,11 +112,15 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
     cJSON_Delete(root);
     const ds_optim_cfg *c = &o->optim;
     char a[32], b[32];
-    put(&t, "precision=%s\ndevice=%s\nglobal_batch=%d\nbatch=%d\nranks=%d\nseed=%llu\n",
-        ds_dtype_name(o->precision), o->device, o->batch * ranks, o->batch, ranks,
-        (unsigned long long)o->seed);
-    put(&t, "data=%s\nfeatures=%s\nutterances=%ld\nnorm=%s\n", o->train_path ? o->train_path : "synthetic",
-        features, utterances, ds_feature_norm_name(o->norm));
+    put(&t, "precision=%s\ndevice=", ds_dtype_name(o->precision));
+    put_str(&t, o->device);
+    put(&t, "\nglobal_batch=%d\nbatch=%d\nranks=%d\nseed=%llu\n", o->batch * ranks, o->batch,
+        ranks, (unsigned long long)o->seed);
+    put(&t, "data=");
+    put_str(&t, o->train_path ? o->train_path : "synthetic");
+    put(&t, "\nfeatures=");
+    put_str(&t, features);   /* read from the data file */
+    put(&t, "\nutterances=%ld\nnorm=%s\n", utterances, ds_feature_norm_name(o->norm));
     if (data_fingerprint)
         put(&t, "data_fingerprint=%s\n", data_fingerprint);
     if (!o->train_path)

@@ -283,6 +283,49 @@ static ds_status parse_output(const cJSON *o, const char *src, ds_model_cfg *c)
     return get_int(o, "bias", 0, 0, 0, 1, src, "output.", &c->out_bias);
 }
 
+/* No object in v (at where: "conv[0].") has a key twice: readers differ on
+ * which one counts (cJSON's lookup takes the first, Python's json the last),
+ * so the model trained would not be the one another tool reads. */
+static ds_status no_duplicate_keys(const cJSON *v, const char *src, const char *where)
+{
+    char at[256];
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (cJSON_IsObject(v))
+            for (const cJSON *d = v->child; d != c; d = d->next)
+                if (!strcmp(d->string, c->string))
+                    return DS_FAIL(DS_ERR_ARG, "%s: the key %s%s appears twice (JSON readers "
+                                               "differ on which one counts): keep one",
+                                   src, where, c->string);
+        if (cJSON_IsObject(v))
+            snprintf(at, sizeof at, "%s%s.", where, c->string);
+        else
+            snprintf(at, sizeof at, "%.*s[%d].", (int)(strlen(where) ? strlen(where) - 1 : 0),
+                     where, i);
+        DS_TRY(no_duplicate_keys(c, src, at));
+    }
+    return DS_OK;
+}
+
+/* Each conv layer leaves at least one frequency bin: a kernel wider than
+ * its (padded) input made a model of "0 parameters" that trains nothing. */
+static ds_status check_freq_bins(const char *src, const ds_model_cfg *c)
+{
+    int bins = c->n_features;
+    for (int i = 0; i < c->n_conv; i++) {
+        const ds_conv_cfg *k = &c->conv[i];
+        const int padded = bins + 2 * k->pad_freq;
+        if (padded < k->kernel_freq)
+            return DS_FAIL(DS_ERR_ARG, "%s: conv[%d].kernel_freq = %d is wider than the layer's "
+                                       "%d frequency bins (%d in, pad_freq %d each side; "
+                                       "n_features %d), so it produces none: make it at most "
+                                       "%d, or pad more", src, i, k->kernel_freq, padded, bins,
+                           k->pad_freq, c->n_features, padded);
+        bins = (padded - k->kernel_freq) / k->stride_freq + 1;
+    }
+    return DS_OK;
+}
+
 ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *out)
 {
     memset(out, 0, sizeof *out);
@@ -299,6 +342,7 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
     static const char *const fields[] = {"name", "comment", "n_features", "n_classes", "conv",
                                          "rnn", "fc_hidden", "bn_eps", "bn_momentum", "context",
                                          "fc_pre", "dropout", "output", "dense_residual", NULL};
+    DS_TRY_GOTO(st, no_duplicate_keys(root, source, ""), free_root);
     DS_TRY_GOTO(st, check_keys(root, fields, source, ""), free_root);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(name) ? name->valuestring : "custom");
@@ -310,6 +354,7 @@ ds_status ds_config_parse(const char *json, const char *source, ds_model_cfg *ou
     DS_TRY_GOTO(st, get_int(root, "dense_residual", 0, 0, 0, 1, source, "", &out->dense_residual),
                 free_root);
     DS_TRY_GOTO(st, parse_conv(cJSON_GetObjectItemCaseSensitive(root, "conv"), source, out), free_root);
+    DS_TRY_GOTO(st, check_freq_bins(source, out), free_root);
     DS_TRY_GOTO(st, parse_rnn(cJSON_GetObjectItemCaseSensitive(root, "rnn"), source, out), free_root);
     DS_TRY_GOTO(st, parse_fc(cJSON_GetObjectItemCaseSensitive(root, "fc_hidden"), "fc_hidden",
                              source, &out->n_fc, out->fc_hidden), free_root);

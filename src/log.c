@@ -69,17 +69,42 @@ const char *ds_log_json_num(double v, char *buf)
     return buf;
 }
 
+int ds_utf8_len(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    if (p[0] < 0x80)
+        return 1;
+    const int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;   /* a NUL ends the sequence early too */
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||   /* overlong, surrogate */
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))     /* overlong, > U+10FFFF */
+        return 0;
+    return n;
+}
+
 const char *ds_log_json_str(const char *s, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[n++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p && n + 8 < cap; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 8 < cap;) {
+        const int len = ds_utf8_len((const char *)p);
         if (*p == '"' || *p == '\\')
             n += (size_t)snprintf(buf + n, cap - n, "\\%c", *p);
         else if (*p < 0x20)   /* a control byte: JSON allows none raw */
             n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", *p);
-        else
+        else if (!len)   /* not UTF-8 (a folder named in Latin-1): JSON's text must be */
+            n += (size_t)snprintf(buf + n, cap - n, "\\ufffd");
+        else if (len > 1) {   /* a whole character or none: a cut one is not UTF-8 */
+            memcpy(buf + n, p, (size_t)len);
+            n += (size_t)len;
+            p += len;
+            continue;
+        } else
             buf[n++] = (char)*p;
+        p++;
     }
     buf[n++] = '"';
     buf[n] = '\0';

@@ -49,6 +49,11 @@ const char *ds_log_json_num(double v, char *buf);
 /* s as a JSON string, quoted and escaped, into buf [cap >= 10]; cut short
  * (still a valid string) where it does not fit. Returns buf. */
 const char *ds_log_json_str(const char *s, char *buf, size_t cap);
+/* The length (1-4) of the valid UTF-8 character at s, or 0 when the byte
+ * there starts none (a stray byte, an overlong form, a surrogate, a cut
+ * sequence): a file name's bytes, which JSON text cannot hold raw. Such a
+ * byte is written as U+FFFD (JSON) or \xHH (the run's options). */
+int ds_utf8_len(const char *s);
 /* v for printf: a NaN made positive, so a NaN loss prints "nan", never
  * glibc's "-nan". */
 double ds_log_printable(double v);
