@@ -1,5 +1,6 @@
 /* cli_eval.c - `dstrain eval` (WER and CER of a checkpoint on a feature
  * file) and `dstrain transcribe` (text of audio files). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,12 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
         DS_TRY_GOTO(st, ds_feature_check_same(what, &info.feat, data, &d->feat), out);
     }
     DS_TRY_GOTO(st, ds_filter_dataset(d, &cfg, 0, 0, &keep, &n, &fs), out);
+    if (n == 0) {   /* a WER of 0 over nothing read as a perfect score */
+        st = DS_FAIL(DS_ERR_ARG, "%s: nothing to score: all %ld utterances are too short for the "
+                                 "model (their frames after its convolutions are fewer than "
+                                 "their labels need for CTC)", data, fs.ctc_impossible);
+        goto out;
+    }
     const ds_model_limits lim = {batch, fs.max_frames > 0 ? fs.max_frames : 1,
                                  fs.max_labels > 0 ? fs.max_labels : 1};
     DS_TRY_GOTO(st, ds_cli_checkpoint_model(ckpt, &lim, &ctx, &m, &info), out);
@@ -115,12 +122,26 @@ static ds_status featurize(const char *path, const ds_ckpt_info *info, double ma
     long n = 0;
     ds_featurizer *fz = NULL;
     DS_TRY(ds_audio_read_max(path, info->feat.sample_rate, max_s, &audio, &n));
+    for (long i = 0; i < n; i++)
+        if (!isfinite(audio[i])) {   /* a float WAV's NaN: empty text, exit 0, once */
+            const char *what = isnan(audio[i]) ? "NaN" : "infinite";
+            free(audio);
+            return DS_FAIL(DS_ERR_NUM, "%s: sample %ld (%.3f s) is %s: not transcribed (prep "
+                                       "skips such audio too)", path, i,
+                           (double)i / info->feat.sample_rate, what);
+        }
     const int dim = ds_feature_dim(&info->feat);
     *frames = (int)ds_feature_frames(&info->feat, n);
     *x = malloc((size_t)*frames * dim * sizeof **x);
-    ds_status st = *x ? ds_featurizer_create(&info->feat, &fz) : DS_FAIL(DS_ERR_MEM, "%s: features", path);
+    ds_status st = *x ? ds_featurizer_create(&info->feat, &fz)
+                      : DS_FAIL(DS_ERR_MEM, "%s: features (%zu bytes)", path,
+                                (size_t)*frames * dim * sizeof **x);
     if (st == DS_OK)
         st = ds_featurizer_run(fz, audio, n, *x);
+    for (size_t k = 0; st == DS_OK && k < (size_t)*frames * dim; k++)
+        if (!isfinite((*x)[k]))   /* as prep refuses them */
+            st = DS_FAIL(DS_ERR_NUM, "%s: NaN or infinite feature at frame %zu: not transcribed",
+                         path, k / (size_t)dim);
     if (st == DS_OK)
         ds_loader_normalize(*x, *frames, dim, info->norm, NULL, NULL);
     ds_featurizer_destroy(fz);
