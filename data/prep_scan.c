@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"   /* ds_utf8_len */
 #include "prep.h"
 
 #define MAX_REPORTED 10   /* per kind of problem; the rest are only counted */
@@ -17,6 +18,31 @@ static void drop_bom(char *line, long lineno)
 {
     if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3))
         memmove(line, line + 3, strlen(line + 3) + 1);
+}
+
+/* A text file's line (len bytes, as getline read it) is UTF-8: a UTF-16
+ * or UTF-32 file (Windows' "Unicode"), whose NUL bytes cut every line
+ * short, or one in another 8-bit encoding is named as such, not read as
+ * lines of garbage or of no audio. */
+static ds_status check_utf8(const char *line, ssize_t len, const char *path, long lineno)
+{
+    const unsigned char *u = (const unsigned char *)line;
+    if (lineno == 1 && len >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF)))
+        return DS_FAIL(DS_ERR_ARG, "%s: is UTF-%s (its byte order mark says so): save it as "
+                                   "UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)", path,
+                       len >= 4 && u[2] == 0 && u[3] == 0 ? "32" : "16");
+    if ((ssize_t)strlen(line) < len)
+        return DS_FAIL(DS_ERR_ARG, "%s:%ld: holds NUL bytes, so it is not UTF-8 text (UTF-16 "
+                                   "without a byte order mark?): save it as UTF-8", path, lineno);
+    for (ssize_t i = 0; i < len;) {
+        const int n = ds_utf8_len(line + i);
+        if (!n)
+            return DS_FAIL(DS_ERR_ARG, "%s:%ld: byte %zd (0x%02x) is not UTF-8 (Latin-1 or "
+                                       "another code page?): save the file as UTF-8", path,
+                           lineno, i + 1, u[i]);
+        i += n;
+    }
+    return DS_OK;
 }
 
 static ds_status add_item(ds_prep_list *l, const char *id, const char *audio, const char *text)
@@ -150,8 +176,11 @@ static ds_status read_trans(const char *path, ds_prep_list *l)
     size_t cap = 0;
     ds_status st = DS_OK;
     long lineno = 0;
-    while (st == DS_OK && getline(&line, &cap, f) > 0) {
+    ssize_t len;
+    while (st == DS_OK && (len = getline(&line, &cap, f)) > 0) {
         lineno++;
+        if ((st = check_utf8(line, len, path, lineno)) != DS_OK)
+            break;
         line[strcspn(line, "\r\n")] = '\0';
         drop_bom(line, lineno);
         char *sp = strchr(line, ' ');
@@ -308,8 +337,11 @@ ds_status ds_prep_scan_manifest(const char *csv, ds_prep_list *out)
     size_t cap = 0;
     long lineno = 0;
     ds_status st = DS_OK;
-    while (st == DS_OK && getline(&line, &cap, f) > 0) {
+    ssize_t len;
+    while (st == DS_OK && (len = getline(&line, &cap, f)) > 0) {
         lineno++;
+        if ((st = check_utf8(line, len, csv, lineno)) != DS_OK)
+            break;
         line[strcspn(line, "\r\n")] = '\0';
         drop_bom(line, lineno);
         if (!*line || (lineno == 1 && (!strncmp(line, "wav_filename,", 13) ||
