@@ -2,6 +2,7 @@
  * (described, then verified end to end) and checkpoints. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -9,6 +10,7 @@
 #include "dataset.h"
 #include "dataset_verify.h"
 #include "model.h"
+#include "pt_file.h"
 
 static const ds_flag info_flags[] = {
     DS_FLAG_OPERAND("(none)", "every preset and its parameter count"),
@@ -143,6 +145,47 @@ static int info_h5(const char *path)
     return 0;
 }
 
+/* path opens with a zip's local header ("PK\3\4"): torch.save's format. */
+static int is_zip(const char *path)
+{
+    struct stat sb;
+    unsigned char m[4] = {0};
+    FILE *f = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(path, "rb") : NULL;
+    const int got = f && fread(m, 1, 4, f) == 4;
+    if (f)
+        fclose(f);
+    return got && !memcmp(m, "PK\3\4", 4);
+}
+
+/* A zip given to info: a PyTorch state_dict described (keys and shapes
+ * only, no storage read), else said to be a zip dstrain does not read;
+ * it was read as a JSON config ("not valid JSON near PK"). */
+static int info_pt(const char *path)
+{
+    ds_pt_dict d = {0};
+    int wrapped = 0;
+    ds_status st = ds_pt_load(path, 1, &d, &wrapped);
+    if (st != DS_OK) {
+        fprintf(stderr, "dstrain info: %s: a zip file, not a config, feature file or checkpoint, "
+                        "and not a PyTorch state_dict dstrain reads: %s\n",
+                path, ds_status_last_error());
+        return 1;
+    }
+    size_t numel = 0;
+    for (int i = 0; i < d.n; i++)
+        numel += d.t[i].numel;
+    printf("%s: a PyTorch state_dict (torch.save zip%s): %d tensors, %zu values; not a dstrain "
+           "checkpoint: make one with dstrain import --pytorch %s OUT.h5\n",
+           path, wrapped ? ", in a dict's \"state_dict\"" : "", d.n, numel, path);
+    for (int i = 0; i < d.n; i++) {
+        char shape[128];
+        printf("  %s: %s %s\n", d.t[i].key, ds_pt_dtype_name(d.t[i].dt),
+               ds_pt_shape_str(d.t[i].dims, d.t[i].rank, shape, sizeof shape));
+    }
+    ds_pt_dict_free(&d);
+    return 0;
+}
+
 int ds_cli_info(int argc, char **argv)
 {
     ds_flags fl;
@@ -159,6 +202,8 @@ int ds_cli_info(int argc, char **argv)
     ds_model_cfg c;
     if (argc - optind == 1) {
         const char *a = argv[optind];
+        if (is_zip(a))
+            return info_pt(a);
         if (strstr(a, ".h5") || strstr(a, ".hdf5"))
             return info_h5(a);
         int is_file = strchr(a, '/') || strstr(a, ".json");
