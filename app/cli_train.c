@@ -135,8 +135,8 @@ static const ds_flag train_flags[] = {
                 "naming each difference. The rank count may change if the global batch stays "
                 "the same"),
     DS_FLAG_ARG(O_KEEP, "keep", "K", "0: all",
-                "keep only the K newest `step-*.h5`; old ones go only after the new one is in "
-                "place"),
+                "keep only this run's K newest `step-*.h5`; old ones go only after the new one "
+                "is in place, another run's never"),
     DS_FLAG_ARG(O_CKPT_WRITE, "checkpoint-write", "W", "background",
                 "background | sync: background copies the checkpoint into host memory at the step "
                 "boundary (training waits only for that copy) and writes, checksums and fsyncs "

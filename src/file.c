@@ -181,7 +181,8 @@ int ds_file_tmp_is_of(const char *name, const char *base)
 ds_status ds_file_open_stream(const char *path, int append, const char *what, FILE **f)
 {
     *f = NULL;
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+    /* O_NONBLOCK: a FIFO with no reader is an error (ENXIO), not a wait for ever */
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : O_TRUNC);
     int fd = open(path, flags | O_NOFOLLOW, 0644);
     struct stat sb, target;
     /* a link to a stream (/dev/stdout, a FIFO) is followed: no file behind it to destroy */
@@ -193,9 +194,15 @@ ds_status ds_file_open_stream(const char *path, int append, const char *what, FI
         if (errno == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
             return DS_FAIL(DS_ERR_IO, "%s: the %s is a symbolic link: not written through (give "
                            "the file it names, or another path)", path, what);
+        if (errno == ENXIO)
+            return DS_FAIL(DS_ERR_IO, "%s: the %s is a FIFO that nothing reads: start its reader "
+                           "first, or give a file", path, what);
         return DS_FAIL(DS_ERR_IO, "%s: cannot open the %s for writing: %s", path, what,
                        strerror(errno));
     }
+    const int fl = fcntl(fd, F_GETFL);   /* writes block as usual once open */
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *f = fdopen(fd, append ? "a" : "w");
     if (!*f) {
         const int err = errno;

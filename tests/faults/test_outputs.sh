@@ -22,7 +22,8 @@
 # - a fresh run (no --resume) in a folder holding another run's checkpoints
 #   is refused naming them, and those are unchanged; --resume auto goes on;
 # - with saves slower than the steps between them (DSTRAIN_FAULT=slowsave),
-#   wait_s and stall_s count the time training waited for the save before.
+#   wait_s and stall_s count the time training waited for the save before;
+# - a --log that is a FIFO nothing reads is an error at once, not a hang.
 # usage: test_outputs.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
@@ -174,6 +175,13 @@ PY
 )
 if [ "$rc" -eq 0 ] && [ "$waits" = "4 5" ]; then ok
 else bad "slow saves: exit $rc, saves that counted their wait / saves: $waits: $(tail -c 300 <<<"$out")"; fi
+
+# --- a --log that is a FIFO nothing reads: an error at once, not a wait for ever
+mkfifo "$work/logfifo"
+out=$(timeout -k 5 20 "$bin" train --model tiny --synthetic --steps 1 --print-every 0 \
+      --log "$work/logfifo" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && grep -q "FIFO that nothing reads" <<<"$out"; then ok
+else bad "--log onto a FIFO without a reader: exit $rc: $(tail -c 300 <<<"$out")"; fi
 
 echo "faults_outputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
