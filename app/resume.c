@@ -86,7 +86,12 @@ static ds_status choose(run_state *r, char *path, size_t cap)
     if (st == DS_OK && n == 0) {
         ds_log_print("resume: no checkpoint in %s yet: starting at step 0\n", dir);
         const char *restarts = getenv("SLURM_RESTART_COUNT");
-        if (restarts && atol(restarts) > 0)   /* a requeue should find its predecessor's */
+        char *end = NULL;
+        const long n_restarts = restarts ? strtol(restarts, &end, 10) : 0;
+        if (restarts && (end == restarts || *end || n_restarts < 0))   /* not Slurm's count */
+            ds_log_print("warning: SLURM_RESTART_COUNT=%s is not a count of restarts (a whole "
+                     "number >= 0): ignored\n", restarts);
+        else if (n_restarts > 0)   /* a requeue should find its predecessor's */
             ds_log_print("warning: this job was requeued (SLURM_RESTART_COUNT=%s) but %s holds no "
                      "checkpoint: if the run before wrote some, the folder is not the one it "
                      "wrote to (a node-local disk?); this run starts at step 0\n", restarts, dir);
