@@ -13,8 +13,16 @@
 # requeues (20) it stops instead. Returns the launcher's status.
 
 run_preemptible() {
-  local forward=$1 pid rc again warned=0
+  local forward=$1 pid rc again warned=0 v
   shift
+  # the cap and the count, checked before the run: "five" made the cap's
+  # test fail and the job requeue without end
+  for v in DSTRAIN_MAX_REQUEUES SLURM_RESTART_COUNT; do
+    if [ -n "${!v:-}" ] && ! [[ ${!v} =~ ^[0-9]+$ ]]; then
+      echo "preempt: $v=${!v}: must be a whole number >= 0 (requeues after a preemption)" >&2
+      return 2
+    fi
+  done
   # in the background: bash runs a trap only between commands, and the
   # warning must reach the ranks while they train
   "$@" &
@@ -35,7 +43,7 @@ run_preemptible() {
   # 75: stopped by SIGTERM/SIGUSR1 after a checkpoint; go on in a requeued job
   if [ "$rc" -eq 75 ] && [ "${command:-train}" = train ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     local restarts=${SLURM_RESTART_COUNT:-0}
-    if [ "$restarts" -ge "${DSTRAIN_MAX_REQUEUES:-20}" ]; then
+    if [ "$((10#$restarts))" -ge "$((10#${DSTRAIN_MAX_REQUEUES:-20}))" ]; then
       echo "preempt: stopped after $restarts requeues (DSTRAIN_MAX_REQUEUES): not requeued; resubmit to go on" >&2
       return "$rc"
     fi
