@@ -46,10 +46,9 @@ static void split_by_run(const char *dir, const char *run_id, long *steps, size_
     *n_ours = k;
 }
 
-ds_status ds_ckpt_folder_claim(run_state *r)
+/* Rank 0's part of ds_ckpt_folder_claim. */
+static ds_status claim(run_state *r)
 {
-    if (r->ranks.rank != 0 || !r->loop.ckpt)
-        return DS_OK;
     const char *dir = r->loop.ckpt_dir;
     const int resumed = r->pos.start_step > 0;
     if (resumed && !r->loop.run_id[0])   /* a checkpoint from before run identities */
@@ -76,4 +75,16 @@ ds_status ds_ckpt_folder_claim(run_state *r)
         st = ds_ckpt_writer_claim(r->loop.ckpt, r->loop.run_id, steps, n_ours);
     free(steps);
     return st;
+}
+
+ds_status ds_ckpt_folder_claim(run_state *r)
+{
+    ds_status st = r->ranks.rank == 0 && r->loop.ckpt ? claim(r) : DS_OK;
+    if (r->ranks.ranks <= 1)
+        return st;
+    int ok = st == DS_OK;   /* every rank ends on rank 0's refusal, saying why */
+    DS_TRY(ds_world_bcast(r->o->world, &ok, 1, MPI_INT, "the checkpoint folder's verdict"));
+    if (ok || r->ranks.rank == 0)
+        return st;
+    return DS_FAIL(DS_ERR_ARG, "rank 0 refused the checkpoint folder (see its message)");
 }
