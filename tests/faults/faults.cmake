@@ -35,3 +35,14 @@ set_tests_properties(faults_bad_input faults_full_disk faults_preempt faults_bad
                      faults_safe_files
                      PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+# Limits are errors, not signals, and the smaller silences (issue 33, items 6
+# and 7): ulimit -f under each writer and ulimit -v under version and train,
+# eval with nothing scored, non-finite audio, escaped option values and log
+# lines, duplicate config keys, layers that produce nothing, empty paths,
+# garbage in the job scripts' variables, long paths, manifests that are not
+# UTF-8, info on a .pt (test_limits_messages.sh).
+add_test(NAME faults_limits_messages
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/faults/test_limits_messages.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(faults_limits_messages PROPERTIES TIMEOUT 300
+                     ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
