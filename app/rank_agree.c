@@ -122,9 +122,14 @@ static void data_lines(text *t, const char *flag, const char *path, const char *
     line(t, key, shown, "%s", fp);
     const ds_feature_cfg *f = &d->feat;
     snprintf(key, sizeof key, "%s features", flag);
-    line(t, key, NULL, "%s %d per frame, %d Hz, window %g s, stride %g s, %d mels, %d mfcc",
+    char bands[48] = "";   /* the settings that shape this kind alone */
+    if (f->type == DS_FEAT_LOGMEL)
+        snprintf(bands, sizeof bands, ", %d mels", f->n_mels);
+    else if (f->type == DS_FEAT_MFCC)
+        snprintf(bands, sizeof bands, ", %d mfcc", f->n_mfcc);
+    line(t, key, NULL, "%s %d per frame, %d Hz, window %g s, stride %g s%s",
          ds_feature_type_name(f->type), d->n_features, f->sample_rate, f->window_size_s,
-         f->window_stride_s, f->n_mels, f->n_mfcc);
+         f->window_stride_s, bands);
     snprintf(key, sizeof key, "%s utterances", flag);
     line(t, key, NULL, "%ld, %ld kept", d->n, kept);
 }
@@ -286,9 +291,10 @@ static void put_rank(text *t, int k, const char *shown, size_t slen)
 }
 
 /* Each key of rank 0's whose value another rank has otherwise: "KEY differs
- * between ranks: rank 0 has A, rank 2 has B" into why (those that fit);
- * returns how many keys differ, *left those that did not fit. */
-static int compare(char **recs, int n, text *why, int *left)
+ * between ranks: rank 0 has A, rank 2 has B" into why (those that fit) and
+ * a line each into all; returns how many keys differ, *left those that did
+ * not fit in why. */
+static int compare(char **recs, int n, text *why, text *all, int *left)
 {
     int differ = 0;
     *left = 0;
@@ -307,7 +313,7 @@ static int compare(char **recs, int n, text *why, int *left)
             if (listed) {
                 char one[1024];
                 text o = {one, sizeof one, 0, 0};
-                put(&o, "%s%.*s differs between ranks: ", why->len ? "; " : "", (int)klen, p);
+                put(&o, "%.*s differs between ranks: ", (int)klen, p);
                 put_rank(&o, 0, s0, s0len);
                 for (int i = 0; i < listed; i++) {
                     value_of(recs[ranks[i]], p, klen, &vlen, &s, &slen);
@@ -317,8 +323,9 @@ static int compare(char **recs, int n, text *why, int *left)
                 if (more)
                     put(&o, " (and %d more rank%s)", more, more == 1 ? "" : "s");
                 differ++;
-                if (!o.full && why->len + o.len < why->cap)
-                    put(why, "%s", one);
+                put(all, "  %s\n", one);
+                if (!o.full && why->len + o.len + 2 < why->cap)
+                    put(why, "%s%s", why->len ? "; " : "", one);
                 else
                     ++*left;
             }
@@ -328,6 +335,33 @@ static int compare(char **recs, int n, text *why, int *left)
         p = end + 1;
     }
     return differ;
+}
+
+/* Every rank's lines compared: DS_OK, or the run refused on this rank as
+ * on every other. Differences past the message's room are counted there,
+ * and rank 0 lists them all (list [cap]) before. */
+static ds_status verdict(char **recs, const ds_world *w, char *list, size_t cap)
+{
+    char why[WHY_MAX] = "";
+    text t = {why, sizeof why, 0, 0}, all = {list, cap, 0, 0};
+    list[0] = '\0';
+    int left = 0;
+    const int differ = compare(recs, w->size, &t, &all, &left);
+    if (!differ)
+        return DS_OK;
+    refused = 1;   /* every rank has the same lines, and comes to the same verdict */
+    char more[96] = "";
+    if (left) {
+        snprintf(more, sizeof more, "; and %d more (rank 0 lists all %d above)", left, differ);
+        if (w->rank == 0) {
+            fprintf(stderr, "dstrain train: the ranks' options differ in %d places:\n%s", differ,
+                    list);
+            fflush(stderr);
+        }
+    }
+    return DS_FAIL(DS_ERR_ARG, "the ranks were started with different options: %s%s. Give every "
+                   "rank the same options and data (rank %d of %d refuses the run, as each rank "
+                   "does)", why, more, w->rank, w->size);
 }
 
 ds_status ds_rank_agree_train(const run_state *r)
@@ -355,20 +389,7 @@ ds_status ds_rank_agree_train(const run_state *r)
         goto free_records;
     }
     DS_TRY_GOTO(st, exchange(o->world, mine, &all, recs), free_records);
-    char why[WHY_MAX];
-    text w = {why, sizeof why, 0, 0};
-    int left = 0;
-    why[0] = '\0';
-    if (compare(recs, o->world->size, &w, &left)) {
-        refused = 1;   /* every rank has the same records, and comes to the same verdict */
-        char more[64] = "";
-        if (left)
-            snprintf(more, sizeof more, "; and %d more option%s differ%s", left,
-                     left == 1 ? "" : "s", left == 1 ? "s" : "");
-        st = DS_FAIL(DS_ERR_ARG, "the ranks were started with different options: %s%s. Give every "
-                     "rank the same options and data (rank %d of %d refuses the run, as each rank "
-                     "does)", why, more, o->world->rank, o->world->size);
-    }
+    st = verdict(recs, o->world, mine, RECORD_MAX);   /* mine's room for the list */
 free_records:
     free(mine);
     free(all);

@@ -56,3 +56,12 @@ add_test(NAME resume_once_ranks
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_resume_once.sh $<TARGET_FILE:dstrain>)
 set_tests_properties(resume_once_ranks PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+# Ranks agree before they start: every option the start-up agreement covers
+# (app/rank_agree.c) given otherwise to one rank, on 2 and on 3 ranks, is
+# refused by every rank within seconds naming the option and both values;
+# the same options train.
+add_test(NAME rank_agree_ranks
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_rank_agree.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(rank_agree_ranks PROPERTIES TIMEOUT 300)
