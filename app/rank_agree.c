@@ -354,7 +354,7 @@ static ds_status verdict(char **recs, const ds_world *w, char *list, size_t cap)
     if (left) {
         snprintf(more, sizeof more, "; and %d more (rank 0 lists all %d above)", left, differ);
         if (w->rank == 0) {
-            fprintf(stderr, "dstrain train: the ranks' options differ in %d places:\n%s", differ,
+            fprintf(stderr, "dstrain: the ranks' options differ in %d places:\n%s", differ,
                     list);
             fflush(stderr);
         }
