@@ -22,6 +22,7 @@ host=$(hostname)
 
 # --- features: 3 tones (out.h5), the same lengths and words recorded again
 # (rerec.h5), log-mel of the same width (mel.h5), a 4th utterance (four.h5),
+# 8 utterances (eight.h5: batches of 2 on 3 ranks),
 # validation sets of other words (val.h5, val2.h5, melval.h5)
 mkdir -p "$work/feat" "$work/re"
 "$py" "$(dirname "$0")/../lib/tones.py" "$work/feat"
@@ -39,17 +40,19 @@ for k in range(3):   # every sample one step up: the same lengths, other recordi
         w.writeframes(bytes(x))
 PY
 cd "$work/feat" || exit 1
-cp tone0.wav tone3.wav
+for k in 3 4 5 6 7; do cp "tone$((k % 3)).wav" "tone$k.wav"; done
 cp ok.csv "$work/re/ok.csv"
 printf 'tone0.wav,good day\ntone1.wav,so long\ntone2.wav,see you\n' > val.csv
 printf 'tone0.wav,one two\ntone1.wav,three four\ntone2.wav,five six\n' > val2.csv
 { cat ok.csv; echo 'tone3.wav,hello world'; } > four.csv
+for k in 0 1 2 3 4 5 6 7; do echo "tone$k.wav,hello world"; done > eight.csv
 prep() { "$bin" prep manifest "$@" --quiet >/dev/null 2>&1 || echo "prep $* failed" >&2; }
 prep ok.csv --out out.h5
 prep "$work/re/ok.csv" --out rerec.h5
 prep ok.csv --out mel.h5 --features log-mel --n-mels 161
 prep val.csv --out melval.h5 --features log-mel --n-mels 161
 prep four.csv --out four.h5
+prep eight.csv --out eight.h5
 prep val.csv --out val.h5
 prep val2.csv --out val2.h5
 "$py" - "$(dirname "$0")/../../configs/tiny.json" tiny2.json <<'PY'
@@ -89,6 +92,7 @@ cases=(
   "--deterministic|$S|$S --deterministic|off|on"
   "--tf32|$S|$S --tf32|off|on"
   "--batch|$S --batch 2|$S --batch 1|2|1"
+  "--batch|$D --train eight.h5 --batch 2|$D --train eight.h5 --batch 1|2|1"
   "--steps|$S --steps 1|$S --steps 2|1|2"
   "--epochs|$S --epochs 1|$S --epochs 2|1|2"
   "--seed|$S --seed 7|$S --seed 8|7|8"
