@@ -254,9 +254,14 @@ static int parse_bench(int argc, char **argv, bench_args *a)
     /* outputs refused before the benchmark runs, not after it */
     const char *out_what[] = {"results (--out)", "CSV (--csv)", "trace (--trace)"};
     const char *outs[] = {a->out, a->csv, b->trace_path};
+    /* ... and none of them is one of its inputs, by any name */
+    const char *in_what[] = {"model config (--config)", "features (--data)"};
+    const char *ins[] = {config, b->run.train_path};
     for (int k = 0; k < 3; k++)
         if (outs[k]) {
-            const ds_status st = ds_file_output_ok(outs[k], out_what[k]);
+            ds_status st = ds_file_output_ok(outs[k], out_what[k]);
+            if (st == DS_OK)
+                st = ds_file_refuse_output_over_input("bench", out_what[k], outs[k], in_what, ins, 2);
             if (st != DS_OK)
                 return ds_cli_fail("bench", st);
         }

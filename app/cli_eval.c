@@ -13,6 +13,7 @@
 #include "decode.h"
 #include "evaluate.h"
 #include "featurizer.h"
+#include "file_input.h"
 #include "filter.h"
 #include "log.h"
 
@@ -27,6 +28,9 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
     ds_ctx *ctx = NULL;
     ds_model *m = NULL;
     ds_status st;
+    /* checked before HDF5 opens them: a FIFO would block the open */
+    DS_TRY(ds_file_require_regular(ckpt, "checkpoint (--checkpoint)"));
+    DS_TRY(ds_file_require_regular(data, "feature file (--data)"));
     DS_TRY(ds_checkpoint_read_config(ckpt, &cfg, &dt, &info));
     DS_TRY_GOTO(st, ds_dataset_open(data, &d), out);
     if (d->n_features != cfg.n_features) {

@@ -13,6 +13,7 @@
 #include "flags.h"
 #include "dataset_verify.h"
 #include "file.h"
+#include "file_input.h"
 #include "prep.h"
 
 enum { O_OUT = 256, O_FEATURES, O_N_MELS, O_N_MFCC, O_DTYPE, O_ON_UNKNOWN, O_THREADS, O_QUIET,
@@ -165,6 +166,11 @@ static void reduce_stats(ds_prep_stats *s)
     s->unknown = u;
 }
 
+static const char *audio_of(const void *list, long k)
+{
+    return ((const ds_prep_list *)list)->items[k].audio;
+}
+
 /* rank of size ranks, local of them on this host */
 static ds_status run_prep(prep_args *a, int rank, int size, int local)
 {
@@ -179,6 +185,13 @@ static ds_status run_prep(prep_args *a, int rank, int size, int local)
     DS_TRY(ds_file_tmp_name(a->out, "feature file", stage, sizeof stage));
     DS_TRY(!strcmp(a->kind, "librispeech") ? ds_prep_scan_librispeech(a->source, &l)
                                            : ds_prep_scan_manifest(a->source, &l));
+    /* --out is none of the audio files either, whatever name it is given by */
+    ds_status over = ds_file_refuse_output_over_each("prep", "feature file (--out)", a->out,
+                                                     "audio file", audio_of, &l, l.n);
+    if (over != DS_OK) {
+        ds_prep_list_free(&l);
+        return over;
+    }
     if (a->o.threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN) / local;
         a->o.threads = cores > 0 ? (int)cores : 1;

@@ -424,8 +424,8 @@ int ds_cli_import(int argc, char **argv)
     ds_model_cfg cfg;
     if (ds_cli_load_model("import", config ? NULL : preset ? preset : "ds2", config, &cfg))
         return 1;
-    const char *in_what[] = {"state_dict"}, *in[] = {argv[optind]};
-    ds_status st = ds_file_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 1);
+    const char *in_what[] = {"state_dict", "model config (--config)"}, *in[] = {argv[optind], config};
+    ds_status st = ds_file_refuse_output_over_input("import", "checkpoint", argv[optind + 1], in_what, in, 2);
     if (st == DS_OK)
         st = run_import(argv[optind], argv[optind + 1], &cfg, dt);
     return st == DS_OK ? 0 : ds_cli_fail("import", st);

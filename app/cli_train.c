@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "file.h"
 #include "flags.h"
 #include "model.h"
 #include "rank_agree.h"
@@ -336,6 +337,12 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     o->optim.loss_scale_window = loss_scale > 0 ? 0 : (long)window;
     /* synthetic runs default to 100 steps; data runs to --epochs (1) */
     o->steps = steps >= 0 ? steps : (o->epochs > 0 || o->train_path ? 0 : 100);
+    /* the log is not the config either (train.c checks it against the data) */
+    const char *cfg_what[] = {"model config (--config)"}, *cfg_in[] = {config};
+    const ds_status over = ds_file_refuse_output_over_input("train", "metrics log (--log)",
+                                                            o->log_path, cfg_what, cfg_in, 1);
+    if (over != DS_OK)
+        return ds_cli_fail("train", over);
     return ds_cli_load_model("train", preset, config, &o->model);
 }
 

@@ -47,6 +47,10 @@ static int fault_at(int my_rank, long step)
     }
     if (!strcmp(kind, "exit"))
         _exit(7);
+    if (!strcmp(kind, "pause")) {   /* stopped here until SIGCONT: a test changes the files meanwhile */
+        raise(SIGSTOP);
+        return DS_POISON_NONE;
+    }
     if (!strcmp(kind, "slowsave")) {   /* from now on each checkpoint write takes 0.5 s longer */
         ds_h5_fault_slow_writes(0.5);
         return DS_POISON_NONE;

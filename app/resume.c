@@ -8,8 +8,53 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "file_input.h"
 #include "run_config.h"
 #include "train_run.h"
+
+/* The value of key in run-config lines (run_config.h) into out [cap]: 0
+ * when absent or longer. */
+static int line_value(const char *lines, const char *key, char *out, size_t cap)
+{
+    const size_t k = strlen(key);
+    for (const char *p = lines; p && *p;) {
+        const char *end = strchr(p, '\n');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > k && p[k] == '=' && !strncmp(p, key, k) && n - k - 1 < cap) {
+            memcpy(out, p + k + 1, n - k - 1);
+            out[n - k - 1] = '\0';
+            return 1;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* A checkpoint of a dstrain before the fingerprint sampled the features
+ * records the index part alone (ds_dataset_index_fingerprint): when that
+ * matches, this run's lines with the checkpoint's value in its place, so
+ * that the rest is compared as usual (NULL: not such a checkpoint; free
+ * it). The features themselves cannot be compared: said in a note. */
+static char *as_older_fingerprint(const run_state *r, const char *path, const char *was)
+{
+    char was_fp[32], now_fp[16], index_fp[16];
+    const char *key = "data_fingerprint=";
+    char *at = strstr(r->loop.run_config, key);
+    if (!r->data.train || !at || !line_value(was, "data_fingerprint", was_fp, sizeof was_fp))
+        return NULL;
+    ds_dataset_fingerprint(r->data.train, now_fp, sizeof now_fp);
+    ds_dataset_index_fingerprint(r->data.train, index_fp, sizeof index_fp);
+    if (!strcmp(was_fp, now_fp) || strcmp(was_fp, index_fp) || strlen(now_fp) != strlen(was_fp))
+        return NULL;
+    char *now = strdup(r->loop.run_config);
+    if (!now)
+        return NULL;
+    memcpy(now + (at - r->loop.run_config) + strlen(key), was_fp, strlen(was_fp));
+    ds_log_print("resume: %s was written by a dstrain whose data_fingerprint covered the "
+                 "utterances' lengths and labels only: those match %s; its features' content "
+                 "cannot be compared\n", path, r->o->train_path);
+    return now;
+}
 
 /* A different run's checkpoint is refused with what differs; allowed
  * differences are printed. */
@@ -20,10 +65,15 @@ static ds_status same_run(run_state *r, const char *path, const ds_ckpt_info *in
                        "%s, or not by a training run): cannot resume from it exactly", path,
                        info->version);
     char why[2048], notes[2048];
-    if (ds_run_config_diff(info->run_config, r->loop.run_config, why, sizeof why, notes,
-                           sizeof notes))
+    char *older = as_older_fingerprint(r, path, info->run_config);
+    const int differ = ds_run_config_diff(info->run_config, older ? older : r->loop.run_config,
+                                          why, sizeof why, notes, sizeof notes);
+    free(older);
+    if (differ)
         return DS_FAIL(DS_ERR_ARG, "%s: made by a different run, it cannot be resumed by this one: "
-                       "%s", path, why);
+                       "%s%s", path, why, strstr(why, "data_fingerprint") ? " (data_fingerprint: "
+                       "the utterances' lengths and labels and a sample of the features: the "
+                       "training data are not those the checkpoint was trained on)" : "");
     if (notes[0])
         ds_log_print("resume: options changed since %s: %s\n", path, notes);
     return DS_OK;
@@ -38,6 +88,8 @@ static ds_status take(run_state *r, const char *path, int *foreign)
     ds_dtype dt;
     ds_ckpt_info info;
     *foreign = 0;
+    /* a FIFO or device would block HDF5's open for ever */
+    DS_TRY(ds_file_require_regular(path, "checkpoint to resume (--resume)"));
     DS_TRY(ds_checkpoint_read_config(path, &cfg, &dt, &info));
     ds_status st = same_run(r, path, &info);
     if (st != DS_OK) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_input.h"
 #include "synthetic.h"
 #include "train_run.h"
 
@@ -12,7 +13,10 @@
 static ds_status open_split(const ds_train_opts *o, const char *path, ds_dataset **d, long **keep,
                             long *n, ds_filter_stats *fs)
 {
+    DS_TRY(ds_file_require_regular(path, path == o->train_path ? "training features (--train)"
+                                                               : "validation features (--val)"));
     DS_TRY(ds_dataset_open(path, d));
+    DS_TRY(ds_dataset_fingerprint_features(*d));   /* its content too, not its lengths alone */
     if ((*d)->version < 2)
         ds_log_print("warning: %s: a version 1 feature file: its settings (type, rate, window, stride) "
                  "carry no checksum and are taken as they are; prep it again to seal them\n",
@@ -86,6 +90,10 @@ ds_status ds_train_data_epoch_begin(run_data *d, const run_position *pos, int ep
         d->synth_left = d->per_epoch - first;
         return DS_OK;
     }
+    /* the files are still the ones opened: not truncated, rewritten or replaced */
+    DS_TRY(ds_dataset_check_unchanged(d->train));
+    if (d->val)
+        DS_TRY(ds_dataset_check_unchanged(d->val));
     ds_loader_cfg lc = {.data = d->train, .sampler = d->sampler, .rank = d->rank, .epoch = epoch,
                         .batch = o->batch,
                         .max_frames = d->fs.max_frames, .max_labels = d->fs.max_labels,

@@ -161,9 +161,10 @@ ds_status ds_ranks_check_sync(run_state *r, long step);
 void ds_stop_signals_install(void);
 int ds_stop_signal(void);
 
-/* fault.c: DSTRAIN_FAULT=exit|hang|inf|nan|slow|stop|killsave:RANK:STEP[-LAST]
+/* fault.c: DSTRAIN_FAULT=exit|hang|inf|nan|slow|stop|pause|killsave:RANK:STEP[-LAST]
  * makes that rank exit, hang or sleep 0.5 s before that step (steps count
- * from 1), raise SIGUSR1 there (stop), die by SIGKILL 4 KiB into the write
+ * from 1), raise SIGUSR1 there (stop), stop itself by SIGSTOP until a
+ * SIGCONT (pause: a test changes the run's files meanwhile), die by SIGKILL 4 KiB into the write
  * of that step's checkpoint (killsave; in the background writer's thread
  * unless --checkpoint-write sync),
  * or gives that step of s (on that rank) a NaN loss (nan) or an Inf in its

@@ -81,16 +81,35 @@ typedef struct {
     void *h5;                    /* private: open file and /features handle */
 } ds_dataset;
 
-/* Opens and validates path. Feature reads go through one HDF5 handle,
+/* Opens and validates path: a regular file (a FIFO or device is refused
+ * before it is opened), every field, and the index against itself as
+ * `prep --verify` checks it (no two utterances sharing a row or a label,
+ * /stats/count the utterances' frames: time proportional to the index). Feature reads go through one HDF5 handle,
  * serialised by ds_h5_lock where the HDF5 build is not thread-safe
  * (h5_lock.h), so threads may share it. */
 ds_status ds_dataset_open(const char *path, ds_dataset **out);
 
-/* What identifies d's content whatever its name: a CRC-32 of its utterance
- * count, every utterance's frames and label count, and every label (read
- * on open), as 8 hex digits in buf [cap >= 9]. Two files of the same count
- * of utterances but other recordings or transcripts differ here. */
+/* What identifies d's content whatever its name, as 8 hex digits in buf
+ * [cap >= 9]: a CRC-32 of its utterance count, every utterance's frames and
+ * label count, every label, and a sample of its features (the stored bytes
+ * of 4 rows from the middle of each of 64 utterances spread over the index:
+ * one or two /features chunks each, at most 2.5 MiB of a 161-feature
+ * float16 file, read by ds_dataset_fingerprint_features). Two files of
+ * the same utterances' lengths and transcripts but other recordings differ
+ * here; a copy of a file, wherever it lies, does not. Before
+ * ds_dataset_fingerprint_features: the index part alone. */
 void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap);
+/* Reads the sample of the features the fingerprint covers (train does,
+ * for --train and --val, on open). */
+ds_status ds_dataset_fingerprint_features(ds_dataset *d);
+/* The form checkpoints before the sampled features recorded: the index
+ * part alone (an older checkpoint is compared with this). */
+void ds_dataset_index_fingerprint(const ds_dataset *d, char *buf, size_t cap);
+/* Whether d's file is still what was opened (file_input.h): the same size
+ * through its descriptor, and its path still naming that file (device and
+ * inode). Checked at each epoch's start; every read checks the size (a
+ * file truncated under a run would read as zeros past its end). */
+ds_status ds_dataset_check_unchanged(const ds_dataset *d);
 void ds_dataset_close(ds_dataset *d);
 /* Utterance i's features -> out [frames[i]][n_features] as float32. Fails,
  * naming the utterance id, if any value is NaN or infinite. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "alphabet.h"
@@ -315,7 +316,9 @@ static ds_status validate(ds_dataset *d, ds_dataset_h5 *h)
     return read_stats(d, h->file);
 }
 
-void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap)
+/* The fingerprint's index part: the utterance count, every utterance's
+ * frames and label count, and every label (all read on open). */
+static uLong index_crc(const ds_dataset *d)
 {
     uLong crc = crc32(0L, Z_NULL, 0);
     const int64_t n = d->n;
@@ -333,15 +336,91 @@ void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap)
         crc = crc32(crc, d->labels + off, (uInt)piece);
         off += piece;
     }
-    snprintf(buf, cap, "%08lx", (unsigned long)crc & 0xffffffffUL);
+    return crc;
+}
+
+void ds_dataset_index_fingerprint(const ds_dataset *d, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%08lx", index_crc(d) & 0xffffffffUL);
+}
+
+static hid_t raw_type(const ds_dataset *d);
+
+/* The fingerprint's content part, added to crc: the stored bytes of
+ * FP_ROWS rows from the middle of each of FP_SAMPLES utterances spread
+ * evenly over the index (all of them in a smaller file). Each sample reads
+ * one /features chunk, or two where its rows straddle chunks: at most 128
+ * chunks (2.5 MiB of 161 float16 features in 64-row chunks), whatever the
+ * file's size. Not on open: `prep --verify` reads every chunk itself, and
+ * names a damaged one better. Rows, not chunks, are hashed: the same values in another
+ * chunk layout give the same fingerprint. */
+#define FP_SAMPLES 64
+#define FP_ROWS 4
+static ds_status content_crc(ds_dataset *d, uLong *crc)
+{
+    const ds_dataset_h5 *h = d->h5;
+    const size_t cols = (size_t)d->n_features, esize = ds_dtype_size(d->feature_dtype);
+    void *buf = malloc(FP_ROWS * cols * esize);
+    if (!buf)
+        return DS_FAIL(DS_ERR_MEM, "%s: %zu bytes for the fingerprint's rows", d->path,
+                       FP_ROWS * cols * esize);
+    const long samples = d->n < FP_SAMPLES ? d->n : FP_SAMPLES;
+    ds_status st = DS_OK;
+    ds_h5_lock();
+    for (long k = 0; k < samples && st == DS_OK; k++) {
+        const long i = (long)((double)k * (double)d->n / (double)samples);
+        const int64_t rows = d->frames[i] < FP_ROWS ? d->frames[i] : FP_ROWS;
+        const int64_t row0 = d->frame_offset[i] + (d->frames[i] - rows) / 2;
+        st = ds_h5_read_rows(h->features, raw_type(d), (hsize_t)row0, (hsize_t)rows, cols, buf);
+        if (st == DS_OK)
+            *crc = crc32(*crc, buf, (uInt)((size_t)rows * cols * esize));
+    }
+    ds_h5_unlock();
+    free(buf);
+    return st;
+}
+
+ds_status ds_dataset_fingerprint_features(ds_dataset *d)
+{
+    ds_dataset_h5 *h = d->h5;
+    uLong crc = index_crc(d);
+    DS_TRY(content_crc(d, &crc));
+    snprintf(h->fingerprint, sizeof h->fingerprint, "%08lx", crc & 0xffffffffUL);
+    return DS_OK;
+}
+
+void ds_dataset_fingerprint(const ds_dataset *d, char *buf, size_t cap)
+{
+    const ds_dataset_h5 *h = d->h5;
+    if (h && h->fingerprint[0])
+        snprintf(buf, cap, "%s", h->fingerprint);
+    else
+        ds_dataset_index_fingerprint(d, buf, cap);
+}
+
+/* The file's fd against what it was on open (file_input.h). */
+ds_status ds_dataset_check_unchanged(const ds_dataset *d)
+{
+    const ds_dataset_h5 *h = d->h5;
+    if (!h || h->fd < 0)
+        return DS_OK;
+    return ds_file_input_unchanged(h->fd, d->path, "feature file", &h->id);
+}
+
+/* What open does once the file is HDF5: every field validated, the index
+ * against itself. */
+static ds_status open_checked(ds_dataset *d, ds_dataset_h5 *h)
+{
+    DS_TRY(ds_h5_open(d->path, 0, &h->file));
+    /* the path named the file whose descriptor is watched while HDF5 opened it */
+    DS_TRY(ds_file_input_unchanged(h->fd, d->path, "feature file", &h->id));
+    DS_TRY(validate(d, h));
+    return ds_dataset_check_index(d);
 }
 
 ds_status ds_dataset_open(const char *path, ds_dataset **out)
 {
     *out = NULL;
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return DS_FAIL(DS_ERR_IO, "%s: %s", path, strerror(errno));
     ds_dataset *d = calloc(1, sizeof *d);
     ds_dataset_h5 *h = calloc(1, sizeof *h);
     if (!d || !h) {
@@ -350,6 +429,7 @@ ds_status ds_dataset_open(const char *path, ds_dataset **out)
         return DS_FAIL(DS_ERR_MEM, "%s: dataset handle", path);
     }
     h->file = h->features = h->half = -1;
+    h->fd = -1;
     d->h5 = h;
     ds_status st = DS_OK;
     if (strlen(path) >= sizeof d->path) {
@@ -357,8 +437,10 @@ ds_status ds_dataset_open(const char *path, ds_dataset **out)
         goto close_dataset;
     }
     strcpy(d->path, path);
-    DS_TRY_GOTO(st, ds_h5_open(path, 0, &h->file), close_dataset);
-    DS_TRY_GOTO(st, validate(d, h), close_dataset);
+    /* a regular file, checked before HDF5 opens it (a FIFO would block it) */
+    DS_TRY_GOTO(st, ds_file_open_input(path, "feature file", &h->fd), close_dataset);
+    DS_TRY_GOTO(st, ds_file_input_identify(h->fd, path, "feature file", &h->id), close_dataset);
+    DS_TRY_GOTO(st, open_checked(d, h), close_dataset);
     *out = d;
     return DS_OK;
 close_dataset:
@@ -377,6 +459,8 @@ void ds_dataset_close(ds_dataset *d)
         H5Tclose(h->half);
     if (h && h->file >= 0)
         H5Fclose(h->file);
+    if (h && h->fd >= 0)
+        close(h->fd);
     for (long i = 0; i < d->n; i++) {
         free(d->ids ? d->ids[i] : NULL);
         free(d->transcripts ? d->transcripts[i] : NULL);
@@ -526,6 +610,14 @@ ds_status ds_dataset_read_raw(ds_dataset *d, const long *idx, int n, void *raw, 
     ds_status st = read_raw_locked(d, idx, n, raw, row, s);
     ds_h5_unlock();
     free(s);
+    /* HDF5 reads zeros past the end of a file cut short under it, and zero
+     * chunks pass their checksums: the size after the read is what tells
+     * (also the likeliest reason for a read that failed) */
+    const ds_dataset_h5 *h = d->h5;
+    if (h->fd >= 0 && ds_file_input_same_size(h->fd, d->path, "feature file", &h->id) != DS_OK) {
+        ds_status_clear_error();   /* this reason, not HDF5's, is the message */
+        return ds_file_input_same_size(h->fd, d->path, "feature file", &h->id);
+    }
     return st;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"   /* ds_utf8_len */
+#include "file_input.h"
 #include "prep.h"
 
 #define MAX_REPORTED 10   /* per kind of problem; the rest are only counted */
@@ -168,6 +169,8 @@ static void dir_of(const char *path, char *dir, size_t cap)
 /* One SPEAKER-CHAPTER.trans.txt: "ID TRANSCRIPT" lines, audio beside it. */
 static ds_status read_trans(const char *path, ds_prep_list *l)
 {
+    /* a FIFO named *.trans.txt would block the open for ever */
+    DS_TRY(ds_file_require_regular(path, "LibriSpeech transcript file"));
     FILE *f = fopen(path, "r");
     if (!f)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open transcript file", path);
@@ -258,30 +261,38 @@ ds_status ds_prep_scan_librispeech(const char *root, ds_prep_list *out)
 /* ---- CSV manifests ---- */
 
 /* Text of a transcript field: the field itself, or the contents of the .txt
- * file it names (older deepspeech.pytorch manifests). malloc'd. */
-static char *transcript_field(const char *field, const char *base)
+ * file it names (older deepspeech.pytorch manifests). malloc'd into *out
+ * (NULL: no memory); a .txt path naming something other than a regular
+ * file (a FIFO would block the read for ever) is refused. */
+static ds_status transcript_field(const char *field, const char *base, char **out)
 {
     char path[8192];
+    struct stat sb;
+    *out = NULL;
     if (ends_with(field, ".txt")) {
         snprintf(path, sizeof path, "%s%s%s", field[0] == '/' ? "" : base, field[0] == '/' ? "" : "/", field);
+        if (stat(path, &sb) == 0)
+            DS_TRY(ds_file_require_regular(path, "transcript file the manifest names"));
         FILE *f = fopen(path, "r");
         if (f) {
             char *text = NULL;
             size_t cap = 0;
             ssize_t n = getdelim(&text, &cap, '\0', f);
             fclose(f);
-            if (n >= 0)
-                return text;
+            if (n >= 0) {
+                *out = text;
+                return DS_OK;
+            }
             free(text);
         }
     }
-    char *t = strdup(field);
+    char *t = *out = strdup(field);
     size_t n = t ? strlen(t) : 0;
     if (t && n >= 2 && t[0] == '"' && t[n - 1] == '"') {   /* "quoted, with commas" */
         memmove(t, t + 1, n - 2);
         t[n - 2] = '\0';
     }
-    return t;
+    return DS_OK;
 }
 
 /* Splits "audio,transcript" or "audio,size,transcript" in place. */
@@ -314,7 +325,8 @@ static ds_status manifest_line(ds_prep_list *l, char *line, const char *csv, con
             fprintf(stderr, "prep: %s:%ld: no audio %s, skipped\n", csv, lineno, path);
         return DS_OK;
     }
-    char *text = transcript_field(field, base);
+    char *text;
+    DS_TRY(transcript_field(field, base, &text));
     if (!text)
         return DS_FAIL(DS_ERR_MEM, "%s:%ld", csv, lineno);
     char *slash = strrchr(audio, '/'), *dot;
@@ -329,6 +341,7 @@ static ds_status manifest_line(ds_prep_list *l, char *line, const char *csv, con
 ds_status ds_prep_scan_manifest(const char *csv, ds_prep_list *out)
 {
     memset(out, 0, sizeof *out);
+    DS_TRY(ds_file_require_regular(csv, "manifest"));   /* a FIFO would block the open */
     FILE *f = fopen(csv, "r");
     if (!f)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open manifest", csv);

@@ -18,6 +18,7 @@
 #include "convert.h"
 #include "fault_seam.h"
 #include "file.h"
+#include "file_input.h"
 
 static hid_t mem_type(ds_dtype t)
 {
@@ -151,6 +152,9 @@ ds_status ds_h5_create_tmp(const char *path, const char *what, char *tmp, size_t
 
 ds_status ds_h5_open(const char *path, int writable, hid_t *out)
 {
+    *out = -1;
+    if (!writable)   /* an input: a FIFO or a device would block HDF5's open for ever */
+        DS_TRY(ds_file_require_regular(path, "HDF5 file"));
     quiet();
     *out = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*out >= 0)
