@@ -92,7 +92,7 @@ cases=(
   "--deterministic|$S|$S --deterministic|off|on"
   "--tf32|$S|$S --tf32|off|on"
   "--batch|$S --batch 2|$S --batch 1|2|1"
-  "--batch|$D --train eight.h5 --batch 2|$D --train eight.h5 --batch 1|2|1"
+  "--batch|$D --train eight.h5 --batch 2 --steps 3|$D --train eight.h5 --batch 1 --steps 3|2|1"
   "--steps|$S --steps 1|$S --steps 2|1|2"
   "--epochs|$S --epochs 1|$S --epochs 2|1|2"
   "--seed|$S --seed 7|$S --seed 8|7|8"
