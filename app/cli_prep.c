@@ -171,6 +171,11 @@ static const char *audio_of(const void *list, long k)
     return ((const ds_prep_list *)list)->items[k].audio;
 }
 
+static const char *text_file_of(const void *list, long k)
+{
+    return ((const ds_prep_list *)list)->text_files[k];
+}
+
 /* rank of size ranks, local of them on this host */
 static ds_status run_prep(prep_args *a, int rank, int size, int local)
 {
@@ -188,6 +193,9 @@ static ds_status run_prep(prep_args *a, int rank, int size, int local)
     /* --out is none of the audio files either, whatever name it is given by */
     ds_status over = ds_file_refuse_output_over_each("prep", "feature file (--out)", a->out,
                                                      "audio file", audio_of, &l, l.n);
+    if (over == DS_OK)
+        over = ds_file_refuse_output_over_each("prep", "feature file (--out)", a->out,
+                                               "transcript file", text_file_of, &l, l.n_text_files);
     if (over != DS_OK) {
         ds_prep_list_free(&l);
         return over;

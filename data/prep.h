@@ -16,6 +16,8 @@ typedef struct {
     long missing_audio;         /* transcript lines whose audio file is absent */
     long audio_without_text;    /* audio files no transcript line names */
     long bad_lines;             /* unparsable transcript or manifest lines */
+    char **text_files;          /* transcript files read (*.trans.txt, a manifest's .txt fields) */
+    long n_text_files, text_files_cap;
 } ds_prep_list;
 
 /* SPEAKER/CHAPTER/SPEAKER-CHAPTER-NNNN.flac with SPEAKER-CHAPTER.trans.txt,

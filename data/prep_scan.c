@@ -66,8 +66,28 @@ static ds_status add_item(ds_prep_list *l, const char *id, const char *audio, co
     return DS_OK;
 }
 
+/* Records path as a transcript file read (an output must not replace it). */
+static ds_status add_text_file(ds_prep_list *l, const char *path)
+{
+    if (l->n_text_files == l->text_files_cap) {
+        long cap = l->text_files_cap ? 2 * l->text_files_cap : 64;
+        char **p = realloc(l->text_files, (size_t)cap * sizeof *p);
+        if (!p)
+            return DS_FAIL(DS_ERR_MEM, "list of %ld transcript files", cap);
+        l->text_files = p;
+        l->text_files_cap = cap;
+    }
+    if (!(l->text_files[l->n_text_files] = strdup(path)))
+        return DS_FAIL(DS_ERR_MEM, "transcript file %s", path);
+    l->n_text_files++;
+    return DS_OK;
+}
+
 void ds_prep_list_free(ds_prep_list *l)
 {
+    for (long i = 0; i < l->n_text_files; i++)
+        free(l->text_files[i]);
+    free(l->text_files);
     for (long i = 0; i < l->n; i++) {
         free(l->items[i].id);
         free(l->items[i].audio);
@@ -171,6 +191,7 @@ static ds_status read_trans(const char *path, ds_prep_list *l)
 {
     /* a FIFO named *.trans.txt would block the open for ever */
     DS_TRY(ds_file_require_regular(path, "LibriSpeech transcript file"));
+    DS_TRY(add_text_file(l, path));
     FILE *f = fopen(path, "r");
     if (!f)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open transcript file", path);
@@ -264,15 +285,17 @@ ds_status ds_prep_scan_librispeech(const char *root, ds_prep_list *out)
  * file it names (older deepspeech.pytorch manifests). malloc'd into *out
  * (NULL: no memory); a .txt path naming something other than a regular
  * file (a FIFO would block the read for ever) is refused. */
-static ds_status transcript_field(const char *field, const char *base, char **out)
+static ds_status transcript_field(ds_prep_list *l, const char *field, const char *base, char **out)
 {
     char path[8192];
     struct stat sb;
     *out = NULL;
     if (ends_with(field, ".txt")) {
         snprintf(path, sizeof path, "%s%s%s", field[0] == '/' ? "" : base, field[0] == '/' ? "" : "/", field);
-        if (stat(path, &sb) == 0)
+        if (stat(path, &sb) == 0) {
             DS_TRY(ds_file_require_regular(path, "transcript file the manifest names"));
+            DS_TRY(add_text_file(l, path));
+        }
         FILE *f = fopen(path, "r");
         if (f) {
             char *text = NULL;
@@ -326,7 +349,7 @@ static ds_status manifest_line(ds_prep_list *l, char *line, const char *csv, con
         return DS_OK;
     }
     char *text;
-    DS_TRY(transcript_field(field, base, &text));
+    DS_TRY(transcript_field(l, field, base, &text));
     if (!text)
         return DS_FAIL(DS_ERR_MEM, "%s:%ld", csv, lineno);
     char *slash = strrchr(audio, '/'), *dot;

@@ -11,6 +11,7 @@
 #include <zip.h>
 
 #include "file.h"
+#include "file_input.h"
 
 #define PT_ALIGN 64            /* torch's writer aligns record data to 64 bytes */
 #define PT_LOCAL_HEADER 30     /* fixed part of a zip local file header */
@@ -149,6 +150,7 @@ ds_status ds_pt_zip_open(const char *path, ds_pt_zip_reader **out)
     *out = NULL;
     if (stat(path, &sb) != 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    DS_TRY(ds_file_require_regular(path, "PyTorch file"));   /* a FIFO: said as such */
     ds_pt_zip_reader *r = calloc(1, sizeof *r);
     if (!r)
         return DS_FAIL(DS_ERR_MEM, "%s: zip reader", path);

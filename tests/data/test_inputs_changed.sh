@@ -9,7 +9,8 @@
 # - an output that is one of the command's inputs by another name is
 #   refused and the input kept: train --log and import's output over
 #   --config, bench --out and --csv over --config, prep --out over one of
-#   the audio files its manifest names (the audio unchanged, sha256);
+#   the audio files its manifest names or a transcript file it reads (the
+#   file unchanged, sha256);
 # - a feature file emptied in place while a run reads it, and one replaced
 #   by another file during a run, stop the run naming the file (the old
 #   binary trained on, exit 0);
@@ -20,11 +21,11 @@
 #   refused by train (--train and --val) and eval, naming the field.
 # usage: test_inputs_changed.sh DSTRAIN PYTHON   (PYTHON with h5py and numpy)
 set -uo pipefail
-bin=$(readlink -f "$1") py=$2
+bin=$(readlink -f "$1") py=$2 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-. "$(dirname "$0")/../lib/checks.sh"
+. "$here/../lib/checks.sh"
 if ! "$py" -c "import h5py, numpy" 2>/dev/null; then
   echo "test_inputs_changed: SKIP: $py cannot import h5py and numpy (Debian: python3-h5py)"
   exit 77
@@ -43,12 +44,12 @@ refused() {
 same_file() { [ "$(sha256sum < "$1")" = "$2" ]; }
 
 cd "$work" || exit 1
-"$py" "$(dirname "$0")/../lib/tones.py" "$work"
+"$py" "$here/../lib/tones.py" "$work"
 "$bin" prep manifest ok.csv --out f.h5 --quiet >/dev/null 2>&1 || { echo "prep failed"; exit 1; }
 "$bin" train --model tiny --train f.h5 --steps 2 --batch 1 --print-every 0 \
   --checkpoint-dir ck >/dev/null 2>&1 || { echo "train failed"; exit 1; }
 ckpt=$work/ck/step-00000002.h5
-cp "$(dirname "$0")/../../configs/tiny.json" cfg.json 2>/dev/null ||
+cp "$here/../../configs/tiny.json" cfg.json 2>/dev/null ||
   printf '{"name":"t","conv":[{"channels":4,"kernel_time":5,"kernel_freq":7}],"rnn":{"type":"gru","hidden":8,"layers":1}}' > cfg.json
 cfg_sum=$(sha256sum < cfg.json)
 
@@ -103,6 +104,19 @@ refused "prep --out over an audio file of the manifest" \
   "feature file (--out) .*tone2.wav is the audio file .*tone2.wav" \
   "$bin" prep manifest ok.csv --out "$work/./tone2.wav" --quiet
 if same_file tone2.wav "$wav_sum"; then ok; else bad "prep --out rewrote the audio it read"; fi
+# ... or over a transcript file it read: a LibriSpeech tree's, a manifest's .txt field
+mkdir -p ls2/84/121 && cp tone0.wav ls2/84/121/84-121-0000.flac
+echo "84-121-0000 HELLO WORLD" > ls2/84/121/84-121.trans.txt
+txt_sum=$(sha256sum < ls2/84/121/84-121.trans.txt)
+refused "prep --out over a LibriSpeech transcript" \
+  "feature file (--out) .*84-121.trans.txt is the transcript file .*84-121.trans.txt" \
+  "$bin" prep librispeech ls2 --out "$work/ls2/84/../84/121/84-121.trans.txt" --quiet
+if same_file ls2/84/121/84-121.trans.txt "$txt_sum"; then ok; else bad "prep --out rewrote a *.trans.txt it read"; fi
+echo "hello there" > said0.txt && printf 'tone0.wav,said0.txt\n' > said.csv
+txt_sum=$(sha256sum < said0.txt)
+refused "prep --out over a manifest's transcript file" "is the transcript file ./said0.txt" \
+  "$bin" prep manifest said.csv --out "$work/said0.txt" --quiet
+if same_file said0.txt "$txt_sum"; then ok; else bad "prep --out rewrote a transcript file it read"; fi
 
 # --- a feature file emptied in place while a run reads it: steps 2-9 each
 # half a second longer, so the run is still in its first epochs when the
