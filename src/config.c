@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "file.h"
+#include "file_input.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -375,6 +376,8 @@ free_root:
 ds_status ds_config_load_file(const char *path, ds_model_cfg *out)
 {
     char *text;
+    /* a FIFO or a device would block the read for ever */
+    DS_TRY(ds_file_require_regular(path, "model config (--config)"));
     DS_TRY(ds_file_read_text(path, 1 << 20, "model config", &text));
     ds_status st = ds_config_parse(text, path, out);
     free(text);
