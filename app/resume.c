@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "file.h"
 #include "file_input.h"
 #include "run_config.h"
 #include "train_run.h"
@@ -103,6 +104,7 @@ static ds_status take(run_state *r, const char *path, int *foreign)
     r->pos.start_batch = info.next_batch;
     r->pos.bad_run = info.bad_run;
     memcpy(r->data.rng.s, info.rng, sizeof r->data.rng.s);
+    memcpy(r->loop.run_id, info.run_id, sizeof r->loop.run_id);   /* the run goes on as itself */
     return DS_OK;
 }
 
@@ -110,7 +112,7 @@ static ds_status take(run_state *r, const char *path, int *foreign)
  * checkpoint yet). Damaged ones are reported and passed over. */
 static ds_status choose(run_state *r, char *path, size_t cap)
 {
-    const char *dir = r->o->checkpoint_dir;
+    const char *dir = r->loop.ckpt_dir;   /* resolved at the start */
     long *steps;
     size_t n;
     path[0] = '\0';
@@ -176,7 +178,7 @@ static ds_status send_resumed(run_state *r)
 ds_status ds_resume_run(run_state *r)
 {
     const ds_train_opts *o = r->o;
-    char path[1100] = "";
+    char path[DS_PATH_MAX + 32] = "";
     ds_status st = DS_OK;
     const int automatic = !strcmp(o->resume, "auto");
     if (automatic && !o->checkpoint_dir)
@@ -186,8 +188,13 @@ ds_status ds_resume_run(run_state *r)
             st = choose(r, path, sizeof path);
         } else {
             int foreign;
-            snprintf(path, sizeof path, "%s", o->resume);
-            st = take(r, path, &foreign);
+            if (strlen(o->resume) >= sizeof path)   /* never a cut name: another file */
+                st = DS_FAIL(DS_ERR_ARG, "--resume: path of %zu characters, over the limit of %d",
+                             strlen(o->resume), DS_PATH_MAX - 1);
+            else {
+                snprintf(path, sizeof path, "%s", o->resume);
+                st = take(r, path, &foreign);
+            }
         }
     }
     int ok = st == DS_OK;   /* the others learn rank 0's verdict and its choice */
