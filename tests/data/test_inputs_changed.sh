@@ -85,18 +85,23 @@ if [ "$rc" -eq 0 ] && grep -q "skipping .*step-00000009.h5: .*FIFO" <<<"$out" &&
 else bad "--resume auto with a FIFO among the checkpoints: exit $rc: $(tail -3 <<<"$out")"; fi
 rm -f ckf/step-00000009.h5
 
-# --- outputs over inputs, by another name
-ln cfg.json cfg-link.json   # a second name of the same file
+# --- outputs over inputs, by another name: a second hard link (the log is
+# opened in place), another spelling of the path (the others rename over it)
+cp cfg.json cfg.orig
+fresh_cfg() { rm -f cfg.json cfg-link.json; cp cfg.orig cfg.json; ln cfg.json cfg-link.json; }
+fresh_cfg
 refused "train --log over --config" "metrics log (--log) .* is the model config (--config)" \
   "$bin" train --config cfg.json --synthetic --steps 1 --print-every 0 --log "$work/cfg-link.json"
 if same_file cfg.json "$cfg_sum"; then ok; else bad "train --log rewrote the config"; fi
 "$bin" export --pytorch "$ckpt" sd.pt >/dev/null 2>&1
-refused "import onto --config" "the checkpoint .*cfg-link.json is the model config (--config)" \
-  "$bin" import --pytorch sd.pt cfg-link.json --config ./cfg.json
+fresh_cfg
+refused "import onto --config" "the checkpoint $work/cfg.json is the model config (--config)" \
+  "$bin" import --pytorch sd.pt "$work/cfg.json" --config ./cfg.json
 if same_file cfg.json "$cfg_sum"; then ok; else bad "import rewrote the config"; fi
 for o in out csv; do
-  refused "bench --$o over --config" "(--$o) .*cfg-link.json is the model config (--config)" \
-    "$bin" bench --config cfg.json --synthetic --batch 1 --warmup 1 --steps 1 --$o cfg-link.json
+  fresh_cfg
+  refused "bench --$o over --config" "(--$o) $work/cfg.json is the model config (--config)" \
+    "$bin" bench --config cfg.json --synthetic --batch 1 --warmup 1 --steps 1 --$o "$work/cfg.json"
   if same_file cfg.json "$cfg_sum"; then ok; else bad "bench --$o rewrote the config"; fi
 done
 wav_sum=$(sha256sum < tone2.wav)
