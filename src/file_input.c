@@ -29,7 +29,7 @@ ds_status ds_file_require_regular(const char *path, const char *what)
     if (!path || !*path)
         return DS_FAIL(DS_ERR_ARG, "the %s: empty path", what);
     if (stat(path, &sb) != 0)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
+        return DS_FAIL(DS_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
     return S_ISREG(sb.st_mode) ? DS_OK : refuse_kind(path, what, sb.st_mode);
 }
 
