@@ -42,7 +42,7 @@ static void put_str(text *t, const char *s)
 {
     for (const char *p = s; *p && !t->full;) {
         const unsigned char c = (unsigned char)*p;
-        const int len = ds_utf8_len(p);
+        const int len = ds_log_utf8_len(p);
         if (c == '\\')
             put(t, "\\\\");
         else if (c == '\n')

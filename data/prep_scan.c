@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"   /* ds_utf8_len */
+#include "log.h"   /* ds_log_utf8_len */
 #include "file_input.h"
 #include "prep.h"
 
@@ -36,7 +36,7 @@ static ds_status check_utf8(const char *line, ssize_t len, const char *path, lon
         return DS_FAIL(DS_ERR_ARG, "%s:%ld: holds NUL bytes, so it is not UTF-8 text (UTF-16 "
                                    "without a byte order mark?): save it as UTF-8", path, lineno);
     for (ssize_t i = 0; i < len;) {
-        const int n = ds_utf8_len(line + i);
+        const int n = ds_log_utf8_len(line + i);
         if (!n)
             return DS_FAIL(DS_ERR_ARG, "%s:%ld: byte %zd (0x%02x) is not UTF-8 (Latin-1 or "
                                        "another code page?): save the file as UTF-8", path,

@@ -69,7 +69,7 @@ const char *ds_log_json_num(double v, char *buf)
     return buf;
 }
 
-int ds_utf8_len(const char *s)
+int ds_log_utf8_len(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     if (p[0] < 0x80)
@@ -90,7 +90,7 @@ const char *ds_log_json_str(const char *s, char *buf, size_t cap)
     size_t n = 0;
     buf[n++] = '"';
     for (const unsigned char *p = (const unsigned char *)s; *p && n + 8 < cap;) {
-        const int len = ds_utf8_len((const char *)p);
+        const int len = ds_log_utf8_len((const char *)p);
         if (*p == '"' || *p == '\\')
             n += (size_t)snprintf(buf + n, cap - n, "\\%c", *p);
         else if (*p < 0x20)   /* a control byte: JSON allows none raw */

@@ -53,7 +53,7 @@ const char *ds_log_json_str(const char *s, char *buf, size_t cap);
  * there starts none (a stray byte, an overlong form, a surrogate, a cut
  * sequence): a file name's bytes, which JSON text cannot hold raw. Such a
  * byte is written as U+FFFD (JSON) or \xHH (the run's options). */
-int ds_utf8_len(const char *s);
+int ds_log_utf8_len(const char *s);
 /* v for printf: a NaN made positive, so a NaN loss prints "nan", never
  * glibc's "-nan". */
 double ds_log_printable(double v);
