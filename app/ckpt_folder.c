@@ -64,10 +64,11 @@ static ds_status claim(run_state *r)
     name_some(steps + n_ours, n - n_ours, names, sizeof names);
     ds_status st = DS_OK;
     if (!resumed && n > 0)
-        st = DS_FAIL(DS_ERR_ARG, "%s holds %zu checkpoint%s of another run (%s): a fresh run there "
-                     "would overwrite and prune them; give --resume auto to continue that run, "
-                     "or another --checkpoint-dir to start afresh", dir, n, n == 1 ? "" : "s",
-                     names);
+        st = DS_FAIL(DS_ERR_ARG, "%s holds %zu checkpoint%s of another run (%s; or files of "
+                     "that name that are not checkpoints): a fresh run there would overwrite and "
+                     "prune them; give --resume auto to continue that run, or another "
+                     "--checkpoint-dir to start afresh (move away a stray file)", dir, n,
+                     n == 1 ? "" : "s", names);
     else if (n > n_ours)
         ds_log_print("note: %s also holds %zu checkpoint%s not of this run (%s): left alone, never "
                      "pruned or overwritten\n", dir, n - n_ours, n - n_ours == 1 ? "" : "s", names);

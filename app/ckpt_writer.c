@@ -7,12 +7,16 @@
  * read while the thread may run (by a non-blocking poll). */
 #include "ckpt_writer.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "log.h"
 
 struct ds_ckpt_writer {
     ds_model *m;
@@ -39,19 +43,47 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A checkpoint of another run at path is not replaced. */
+/* path moved to PATH.set-aside (or .set-aside.K), never over a file: the
+ * name is into moved [cap]. */
+static ds_status set_aside(const char *path, char *moved, size_t cap)
+{
+    for (int k = 0; k < 100; k++) {
+        snprintf(moved, cap, k ? "%s.set-aside.%d" : "%s.set-aside", path, k);
+        if (link(path, moved) == 0)   /* fails on a name taken: nothing replaced */
+            return unlink(path) == 0 ? DS_OK
+                                     : DS_FAIL(DS_ERR_IO, "%s: cannot set it aside: %s", path,
+                                               strerror(errno));
+        if (errno != EEXIST)
+            return DS_FAIL(DS_ERR_IO, "%s: cannot set it aside as %s: %s", path, moved,
+                           strerror(errno));
+    }
+    return DS_FAIL(DS_ERR_IO, "%s: cannot set it aside: 100 names taken", path);
+}
+
+/* The file at a save's name: this run's own is replaced; another run's is
+ * never overwritten (the save fails); one that is no checkpoint of a known
+ * run (unreadable: damaged, or a stray file; or written before runs had an
+ * identity) is set aside, kept, and said. */
 static ds_status not_anothers(const ds_ckpt_writer *w, const char *path)
 {
     struct stat sb;
-    char id[DS_RUN_ID_LEN + 1];
+    char id[DS_RUN_ID_LEN + 1] = "", moved[DS_PATH_MAX + 64];
     if (lstat(path, &sb) != 0)
         return DS_OK;
-    if (ds_checkpoint_read_run_id(path, id) == DS_OK && !strcmp(id, w->run_id))
-        return DS_OK;
+    const int readable = ds_checkpoint_read_run_id(path, id) == DS_OK;
     ds_status_clear_error();
-    return DS_FAIL(DS_ERR_IO, "%s is there already and is not this run's checkpoint (%s): not "
-                   "overwritten; move it away, or give this run another --checkpoint-dir", path,
-                   id[0] ? "another run's" : "written by an older dstrain, or not a checkpoint");
+    if (readable && !strcmp(id, w->run_id))
+        return DS_OK;
+    if (readable && id[0])
+        return DS_FAIL(DS_ERR_IO, "%s is there already and is another run's checkpoint (run %s): "
+                       "not overwritten; move it away, or give this run another --checkpoint-dir",
+                       path, id);
+    DS_TRY(set_aside(path, moved, sizeof moved));
+    ds_log_print("note: %s was there already and is %s: set aside as %s\n", path,
+                 readable ? "a checkpoint of a dstrain before run identities"
+                          : "not readable as a checkpoint",
+                 moved);
+    return DS_OK;
 }
 
 /* step, just written, goes first in this run's list. */

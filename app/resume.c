@@ -188,7 +188,7 @@ ds_status ds_resume_run(run_state *r)
             st = choose(r, path, sizeof path);
         } else {
             int foreign;
-            if (strlen(o->resume) >= sizeof path)   /* never a cut name: another file */
+            if (strlen(o->resume) >= DS_PATH_MAX)   /* never a cut name: another file */
                 st = DS_FAIL(DS_ERR_ARG, "--resume: path of %zu characters, over the limit of %d",
                              strlen(o->resume), DS_PATH_MAX - 1);
             else {

@@ -394,7 +394,7 @@ static ds_status stop_now(run_state *r, long step, int epoch, ds_train_result *r
     DS_TRY(report_save(r, 1));   /* the job may be killed soon after: the save is whole first */
     if (r->ranks.rank == 0 && r->pos.saved_step == step)   /* not if a full disk was let pass */
         snprintf(res->stop_checkpoint, sizeof res->stop_checkpoint, "%s/step-%08ld.h5",
-                 r->o->checkpoint_dir, step);
+                 r->loop.ckpt_dir, step);
     return DS_OK;
 }
 

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "file.h"
 #include "batch.h"
 #include "config.h"
 #include "loader.h"
@@ -64,7 +65,7 @@ typedef struct {
     double mean_step_ms, samples_per_s;   /* steps after the first (warm) */
     size_t mem_in_use, mem_peak;          /* backend memory (bytes) after the run, at its peak */
     int stop_signal;                      /* SIGTERM/SIGUSR1 ended the run early; 0: it ran out */
-    char stop_checkpoint[1024];           /* written when it stopped; "" without --checkpoint-dir */
+    char stop_checkpoint[DS_PATH_MAX + 32];           /* written when it stopped; "" without --checkpoint-dir */
 } ds_train_result;
 
 /* dstrain train's exit status when SIGTERM or SIGUSR1 stopped it after a

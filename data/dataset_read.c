@@ -614,11 +614,15 @@ ds_status ds_dataset_read_raw(ds_dataset *d, const long *idx, int n, void *raw, 
      * chunks pass their checksums: the size after the read is what tells
      * (also the likeliest reason for a read that failed) */
     const ds_dataset_h5 *h = d->h5;
-    if (h->fd >= 0 && ds_file_input_same_size(h->fd, d->path, "feature file", &h->id) != DS_OK) {
-        ds_status_clear_error();   /* this reason, not HDF5's, is the message */
-        return ds_file_input_same_size(h->fd, d->path, "feature file", &h->id);
-    }
-    return st;
+    if (h->fd < 0)
+        return st;
+    char why[1024];   /* the read's own failure, kept while the size is looked at */
+    snprintf(why, sizeof why, "%s", st != DS_OK ? ds_status_last_error() : "");
+    ds_status_clear_error();
+    const ds_status size = ds_file_input_same_size(h->fd, d->path, "feature file", &h->id);
+    if (size != DS_OK || st == DS_OK)   /* a changed size is the reason, not HDF5's */
+        return size;
+    return DS_FAIL(st, "%s", why);
 }
 
 /* ---- widening, with the finiteness check fused ---- */

@@ -49,19 +49,19 @@ static void record_holder(int fd, const char *path, const char *what)
     struct stat held, w;
     /* the holder's line is a courtesy: a failure to write it is not the run's */
     const int wfd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    int wrote = 0, err = errno;
+    int wrote = 0, err = errno, changed = 0;
     if (wfd >= 0) {
-        if (fstat(fd, &held) == 0 && fstat(wfd, &w) == 0 && held.st_dev == w.st_dev &&
-            held.st_ino == w.st_ino && S_ISREG(w.st_mode) && w.st_nlink == 1)
-            wrote = ftruncate(wfd, 0) == 0 && write(wfd, line, (size_t)n) == n;
-        else
-            errno = EPERM;
+        /* not the file locked, or it has another name now: not written */
+        changed = !(fstat(fd, &held) == 0 && fstat(wfd, &w) == 0 && held.st_dev == w.st_dev &&
+                    held.st_ino == w.st_ino && S_ISREG(w.st_mode) && w.st_nlink == 1);
+        wrote = !changed && ftruncate(wfd, 0) == 0 && write(wfd, line, (size_t)n) == n;
         err = errno;
         close(wfd);
     }
     if (!wrote)
         ds_log_print("warning: %s: cannot record this run in the %s's lock: %s\n", path, what,
-                 strerror(err));
+                 changed ? "the lock file changed under it (replaced, or given another name)"
+                           : strerror(err));
 }
 
 ds_status ds_dir_lock_take(const char *dir, const char *what, ds_dir_lock *l)

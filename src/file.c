@@ -12,15 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What a file that is not a regular file is, for messages. */
-static const char *kind_of(mode_t m)
+const char *ds_file_kind(mode_t m)
 {
     return S_ISDIR(m)    ? "a folder"
            : S_ISCHR(m)  ? "a character device"
            : S_ISBLK(m)  ? "a block device"
-           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISFIFO(m) ? "a FIFO (named pipe)"
            : S_ISSOCK(m) ? "a socket"
            : S_ISLNK(m)  ? "a symbolic link"
+           : S_ISREG(m)  ? "a regular file"
                          : "not a regular file";
 }
 
@@ -44,7 +44,7 @@ ds_status ds_file_output_ok(const char *path, const char *what)
         return DS_FAIL(DS_ERR_ARG, "%s: is a symbolic link: the %s is not written through it "
                        "(give the file it names, or another path)", path, what);
     return DS_FAIL(DS_ERR_ARG, "%s: is %s, not a regular file: the %s would replace it; "
-                   "refused (give a file's path)", path, kind_of(sb.st_mode), what);
+                   "refused (give a file's path)", path, ds_file_kind(sb.st_mode), what);
 }
 
 /* fsync of a directory, through links: a linked scratch folder is the
@@ -287,7 +287,7 @@ ds_status ds_file_dir_ready(const char *dir, const char *what)
 {
     struct stat sb;
     /* the probe's name, and any file's written there, must fit beside it */
-    if (strlen(dir) + 48 >= DS_PATH_MAX)
+    if (strlen(dir) + DS_DIR_NAME_ROOM >= DS_PATH_MAX)
         return DS_FAIL(DS_ERR_ARG, "path too long for the %s: %zu characters, and a file's name "
                        "in it, over the limit of %d (give a shorter path): %s", what, strlen(dir),
                        DS_PATH_MAX - 1, dir);
@@ -327,8 +327,11 @@ ds_status ds_file_dir_resolve(const char *dir, const char *what, size_t name_len
         st = DS_FAIL(DS_ERR_ARG, "path too long for the %s: its real path has %zu characters, and "
                      "%zu more for the names written in it, over the limit of %d: %s", what,
                      strlen(r), name_len + 1, DS_PATH_MAX - 1, r);
-    else if (lstat(r, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        st = DS_FAIL(DS_ERR_IO, "%s: the %s (%s) is not a folder", dir, what, r);
+    else if (lstat(r, &sb) != 0)
+        st = DS_FAIL(DS_ERR_IO, "%s: cannot look at the %s (%s): %s", dir, what, r, strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        st = DS_FAIL(DS_ERR_IO, "%s: the %s (%s) is %s, not a folder", dir, what, r,
+                     ds_file_kind(sb.st_mode));
     if (st != DS_OK) {
         free(r);
         return st;
@@ -350,8 +353,7 @@ ds_status ds_file_dir_same(const char *real, const ds_file_id *id, const char *w
         return DS_FAIL(DS_ERR_IO, "the %s %s is no longer the folder this run started with "
                        "(device %lu, inode %lu then; now %s, device %lu, inode %lu): replaced "
                        "during the run; stopping rather than writing elsewhere", what, real,
-                       (unsigned long)id->dev, (unsigned long)id->ino,
-                       S_ISLNK(sb.st_mode) ? "a symbolic link" : kind_of(sb.st_mode) ,
+                       (unsigned long)id->dev, (unsigned long)id->ino, ds_file_kind(sb.st_mode),
                        (unsigned long)sb.st_dev, (unsigned long)sb.st_ino);
     return DS_OK;
 }

@@ -13,6 +13,9 @@
  * would be longer is refused naming this limit, never cut short. */
 #define DS_PATH_MAX 4096
 
+/* What a file of mode m is, for messages ("a FIFO (named pipe)", "a folder"). */
+const char *ds_file_kind(mode_t m);
+
 /* The one rule for every output replaced whole (feature files, checkpoints,
  * exports, bench results): path is not empty, short enough for its
  * temporary name (DS_PATH_MAX), and either does not exist or is a regular
@@ -64,7 +67,10 @@ void ds_file_abandon(FILE *f, const char *tmp);
 
 /* dir exists (created if missing), is a directory and takes a file (one is
  * written and removed): checked before work that will write there starts.
- * what names the directory's role in errors. */
+ * what names the directory's role in errors. A dir that leaves less than
+ * DS_DIR_NAME_ROOM characters of DS_PATH_MAX for the names written in it
+ * (step-N.h5 and a temporary's part: 37) is refused naming the limit. */
+#define DS_DIR_NAME_ROOM 48
 ds_status ds_file_dir_ready(const char *dir, const char *what);
 
 /* A folder written to for a whole run, named through links or not: *real

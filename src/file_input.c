@@ -1,6 +1,7 @@
 /* file_input.c - inputs checked before they are opened and watched while
  * they are read; see file_input.h. */
 #include "file_input.h"
+#include "file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,19 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What a file of mode m is, for a message. */
-static const char *kind_of(mode_t m)
-{
-    return S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a folder"
-         : "not a regular file";
-}
-
 static ds_status refuse_kind(const char *path, const char *what, mode_t m)
 {
     return DS_FAIL(DS_ERR_ARG, "%s: the %s is %s, not a regular file: refused before opening it "
                    "(an open or a read of it could wait for ever); give a file", path, what,
-                   kind_of(m));
+                   ds_file_kind(m));
 }
 
 ds_status ds_file_require_regular(const char *path, const char *what)
@@ -41,10 +34,14 @@ ds_status ds_file_open_input(const char *path, const char *what, int *fd)
     if (f < 0)
         return DS_FAIL(DS_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
     struct stat sb;
-    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode)) {   /* swapped since the check */
-        const mode_t m = sb.st_mode;
+    if (fstat(f, &sb) != 0) {
+        const int err = errno;
         close(f);
-        return refuse_kind(path, what, m);
+        return DS_FAIL(DS_ERR_IO, "%s: cannot stat the %s: %s", path, what, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode)) {   /* swapped since the check */
+        close(f);
+        return refuse_kind(path, what, sb.st_mode);
     }
     *fd = f;
     return DS_OK;

@@ -21,6 +21,8 @@
 #   removes another run's;
 # - a fresh run (no --resume) in a folder holding another run's checkpoints
 #   is refused naming them, and those are unchanged; --resume auto goes on;
+# - a save's name taken by a damaged file: set aside and kept, the run goes
+#   on; by another run's checkpoint: never overwritten, that save fails;
 # - with saves slower than the steps between them (DSTRAIN_FAULT=slowsave),
 #   wait_s and stall_s count the time training waited for the save before;
 # - a --log that is a FIFO nothing reads is an error at once, not a hang.
@@ -162,6 +164,26 @@ out=$($T "$bin" train --model tiny --synthetic --steps 14 --checkpoint-every 7 -
       --checkpoint-dir "$work/theirs" --resume auto 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && [ -f "$work/theirs/step-00000014.h5" ] && [ ! -f "$work/theirs/step-00000012.h5" ]; then ok
 else bad "--resume auto of that run: exit $rc, files: $(ls "$work/theirs"): $(tail -c 300 <<<"$out")"; fi
+
+# --- a save's name taken: by a damaged file (set aside, kept, the run goes
+# on), by another run's checkpoint (never overwritten: that save fails)
+mkdir -p "$work/taken"
+$T "$bin" train --model tiny --synthetic --steps 4 --checkpoint-every 2 --print-every 0 \
+   --checkpoint-dir "$work/taken" >/dev/null 2>&1
+printf 'damaged\n' > "$work/taken/step-00000006.h5"
+out=$($T "$bin" train --model tiny --synthetic --steps 8 --checkpoint-every 2 --print-every 0 \
+      --checkpoint-dir "$work/taken" --resume auto 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$(cat "$work/taken/step-00000006.h5.set-aside")" = damaged ] && \
+   "$bin" info "$work/taken/step-00000006.h5" 2>&1 | grep -q "^verified:" && \
+   [ -f "$work/taken/step-00000008.h5" ]; then ok
+else bad "a damaged file at a save's name: exit $rc, folder: $(ls "$work/taken"): $(tail -c 300 <<<"$out")"; fi
+cp "$work/theirs/step-00000014.h5" "$work/taken/step-00000010.h5"
+tsum=$(sha256sum < "$work/taken/step-00000010.h5")
+out=$($T "$bin" train --model tiny --synthetic --steps 10 --checkpoint-every 2 --print-every 0 \
+      --checkpoint-dir "$work/taken" --resume "$work/taken/step-00000008.h5" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(sha256sum < "$work/taken/step-00000010.h5")" = "$tsum" ] && \
+   grep -q "another run's checkpoint" <<<"$out"; then ok
+else bad "another run's checkpoint at a save's name: exit $rc: $(tail -c 300 <<<"$out")"; fi
 
 # --- saves slower than the steps between them: the wait is counted
 out=$(DSTRAIN_FAULT=slowsave:0:1 $T "$bin" train --model tiny --synthetic --steps 5 --checkpoint-every 1 \
