@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#include "kv_text.h"
 
 enum {
     RECORD_MAX = 96 * 1024,   /* a rank's lines: four paths of PATH_MAX, escaped, fit */
@@ -25,77 +26,47 @@ static int refused;
 
 int ds_rank_agree_refused(void) { return refused; }
 
-/* An output buffer that remembers running out of room (never half a line). */
-typedef struct {
-    char *buf;
-    size_t cap, len;
-    int full;
-} text;
+/* The first option whose line did not fit the record, for the message
+ * (one caller, the main thread). */
+static char full_at[64];
 
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= t->cap - t->len) {
-        t->full = 1;
-        t->buf[t->len] = '\0';
-        return;
-    }
-    t->len += (size_t)n;
-}
-
-/* s with backslashes, tabs, newlines and other control characters escaped:
- * a value (a path, a model's name) stays in its field and on its line. */
-static void put_esc(text *t, const char *s)
-{
-    for (; *s && !t->full; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '\\')
-            put(t, "\\\\");
-        else if (c < 0x20 || c == 0x7f)
-            put(t, "\\x%02x", c);
-        else
-            put(t, "%c", c);
-    }
-}
-
-/* key=value[TAB shown]: the value from fmt; shown (NULL: the value) is
- * what the message says for it. */
-static void line(text *t, const char *key, const char *shown, const char *fmt, ...)
+/* key=value[TAB shown]: the value from fmt, whole however long (cut, two
+ * values that differ past the cut would compare equal); shown (NULL: the
+ * value) is what the message says for it. A value there is no memory for
+ * fails the record as full. */
+static void line(ds_kv_text *t, const char *key, const char *shown, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static void line(text *t, const char *key, const char *shown, const char *fmt, ...)
+static void line(ds_kv_text *t, const char *key, const char *shown, const char *fmt, ...)
 {
-    char v[512];
-    va_list ap;
+    char small[512], *v = small;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(v, sizeof v, fmt, ap);
+    va_copy(again, ap);
+    const int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    put(t, "%s=", key);
-    put_esc(t, v);
-    if (shown) {
-        put(t, "\t");
-        put_esc(t, shown);
+    if (n >= (int)sizeof small && (v = malloc((size_t)n + 1)))
+        vsnprintf(v, (size_t)n + 1, fmt, again);
+    va_end(again);
+    if (n < 0 || !v)
+        t->full = 1;
+    else {
+        ds_kv_put(t, "%s=", key);
+        ds_kv_put_str(t, v);
+        if (shown) {
+            ds_kv_put(t, "\t");
+            ds_kv_put_str(t, shown);
+        }
+        ds_kv_put(t, "\n");
     }
-    put(t, "\n");
-}
-
-/* v as the shortest of %.15g and %.17g that reads back as v. */
-static const char *num(double v, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, cap, "%.17g", v);
-    return buf;
+    if (v != small)
+        free(v);
+    if (t->full && !full_at[0])
+        snprintf(full_at, sizeof full_at, "%s", key);
 }
 
 /* The model as its name and a 64-bit FNV-1a hash of its config's JSON:
  * any layer, size or setting that differs shows. */
-static void model_line(text *t, const ds_model_cfg *m)
+static void model_line(ds_kv_text *t, const ds_model_cfg *m)
 {
     static char json[DS_CONFIG_JSON_MAX];   /* one caller, the main thread */
     if (ds_config_to_json(m, json, sizeof json) != DS_OK) {
@@ -112,7 +83,7 @@ static void model_line(text *t, const ds_model_cfg *m)
 /* What makes a data file this one: its content's fingerprint (shown with
  * its path and node: a node-local copy is the usual cause), its feature
  * settings and its utterances. */
-static void data_lines(text *t, const char *flag, const char *path, const char *host,
+static void data_lines(ds_kv_text *t, const char *flag, const char *path, const char *host,
                        const ds_dataset *d, long kept)
 {
     char key[64], fp[16], shown[DS_PATH_MAX + 160];
@@ -135,7 +106,7 @@ static void data_lines(text *t, const char *flag, const char *path, const char *
 }
 
 /* The binary: its version and revision, and how it was built. */
-static void binary_lines(text *t)
+static void binary_lines(ds_kv_text *t)
 {
     line(t, "dstrain version", NULL, "%s", "dstrain " DSTRAIN_VERSION " (" DSTRAIN_GIT_REV ")");
     line(t, "dstrain build", NULL, "%s",
@@ -147,7 +118,7 @@ static void binary_lines(text *t)
 /* The run: the model, its numbers and the steps, and every option that
  * changes which collectives run when (a rank that validates, saves, prints
  * or checks at other steps sends other messages at that step). */
-static void run_lines(text *t, const ds_train_opts *o)
+static void run_lines(ds_kv_text *t, const ds_train_opts *o)
 {
     const ds_optim_cfg *c = &o->optim;
     char a[40];
@@ -161,23 +132,23 @@ static void run_lines(text *t, const ds_train_opts *o)
     line(t, "--epochs", NULL, "%d", o->epochs);
     line(t, "--seed", NULL, "%llu", (unsigned long long)o->seed);
     line(t, "--optimizer", NULL, "%s", ds_optim_kind_name(c->kind));
-    line(t, "--lr", NULL, "%s", num(c->lr, a, sizeof a));
-    line(t, "--momentum", NULL, "%s", num(c->momentum, a, sizeof a));
+    line(t, "--lr", NULL, "%s", ds_kv_num(c->lr, a, sizeof a));
+    line(t, "--momentum", NULL, "%s", ds_kv_num(c->momentum, a, sizeof a));
     line(t, "--no-nesterov", NULL, "%s", c->nesterov ? "Nesterov momentum" : "plain momentum");
-    line(t, "--weight-decay", NULL, "%s", num(c->weight_decay, a, sizeof a));
+    line(t, "--weight-decay", NULL, "%s", ds_kv_num(c->weight_decay, a, sizeof a));
     line(t, "--lr-schedule", NULL, "%s", ds_optim_lr_schedule_name(c->schedule));
-    line(t, "--anneal", NULL, "%s", num(c->anneal, a, sizeof a));
-    line(t, "--poly-power", NULL, "%s", num(c->poly_power, a, sizeof a));
+    line(t, "--anneal", NULL, "%s", ds_kv_num(c->anneal, a, sizeof a));
+    line(t, "--poly-power", NULL, "%s", ds_kv_num(c->poly_power, a, sizeof a));
     line(t, "--warmup", NULL, "%ld", c->warmup_steps);
-    line(t, "--max-norm", NULL, "%s", num(c->max_grad_norm, a, sizeof a));
+    line(t, "--max-norm", NULL, "%s", ds_kv_num(c->max_grad_norm, a, sizeof a));
     if (c->loss_scale_window > 0)
-        line(t, "--loss-scale", NULL, "dynamic from %s", num(c->loss_scale, a, sizeof a));
+        line(t, "--loss-scale", NULL, "dynamic from %s", ds_kv_num(c->loss_scale, a, sizeof a));
     else
-        line(t, "--loss-scale", NULL, "%s", num(c->loss_scale, a, sizeof a));
+        line(t, "--loss-scale", NULL, "%s", ds_kv_num(c->loss_scale, a, sizeof a));
     line(t, "--loss-scale-window", NULL, "%ld", c->loss_scale_window);
     line(t, "--max-bad-steps", NULL, "%ld", o->max_bad_steps);
     line(t, "--allreduce", NULL, "%s", ds_reduce_kind_name(o->allreduce));
-    line(t, "--bucket-mb", NULL, "%s", num(o->bucket_mb, a, sizeof a));
+    line(t, "--bucket-mb", NULL, "%s", ds_kv_num(o->bucket_mb, a, sizeof a));
     line(t, "--reduce-dtype", NULL, "%s", ds_dtype_name(o->reduce_dtype));
     line(t, "--check-sync", NULL, "%ld", o->check_sync);
     line(t, "--local-bn", NULL, "%s", o->local_bn ? "per-rank BatchNorm" : "synchronised BatchNorm");
@@ -185,7 +156,7 @@ static void run_lines(text *t, const ds_train_opts *o)
 }
 
 /* The data each rank opened, and where the run saves and resumes. */
-static void data_and_checkpoint_lines(text *t, const run_state *r, const char *host)
+static void data_and_checkpoint_lines(ds_kv_text *t, const run_state *r, const char *host)
 {
     const ds_train_opts *o = r->o;
     char a[40], b[40];
@@ -196,8 +167,8 @@ static void data_and_checkpoint_lines(text *t, const run_state *r, const char *h
     } else {
         line(t, "--train/--synthetic", NULL, "--train");
         data_lines(t, "--train", o->train_path, host, r->data.train, r->data.n_keep);
-        line(t, "--min-duration/--max-duration", NULL, "%s, %s", num(o->min_duration, a, sizeof a),
-             num(o->max_duration, b, sizeof b));
+        line(t, "--min-duration/--max-duration", NULL, "%s, %s",
+             ds_kv_num(o->min_duration, a, sizeof a), ds_kv_num(o->max_duration, b, sizeof b));
         line(t, "--spec-augment", NULL, "%d x %d bins, %d x %d frames", o->aug.freq_masks,
              o->aug.freq_width, o->aug.time_masks, o->aug.time_width);
     }
@@ -263,30 +234,24 @@ free_counts:
 static const char *value_of(const char *rec, const char *key, size_t klen, size_t *vlen,
                             const char **shown, size_t *slen)
 {
-    for (const char *p = rec; *p;) {
-        const char *end = strchr(p, '\n');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > klen && p[klen] == '=' && !strncmp(p, key, klen)) {
-            const char *v = p + klen + 1, *tab = memchr(v, '\t', n - klen - 1);
-            *vlen = tab ? (size_t)(tab - v) : n - klen - 1;
-            *shown = tab ? tab + 1 : v;
-            *slen = tab ? (size_t)(p + n - tab - 1) : *vlen;
-            return v;
-        }
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return NULL;
+    size_t n = 0;
+    const char *v = ds_kv_find(rec, key, klen, &n);
+    if (!v)
+        return NULL;
+    const char *tab = memchr(v, '\t', n);
+    *vlen = tab ? (size_t)(tab - v) : n;
+    *shown = tab ? tab + 1 : v;
+    *slen = tab ? (size_t)(v + n - tab - 1) : n;
+    return v;
 }
 
 /* "rank K has VALUE" into t, a value over SHOWN_MAX cut in its middle. */
-static void put_rank(text *t, int k, const char *shown, size_t slen)
+static void put_rank(ds_kv_text *t, int k, const char *shown, size_t slen)
 {
     if (slen <= SHOWN_MAX)
-        put(t, "rank %d has %.*s", k, (int)slen, shown);
+        ds_kv_put(t, "rank %d has %.*s", k, (int)slen, shown);
     else
-        put(t, "rank %d has %.*s...%.*s", k, SHOWN_MAX / 2, shown, SHOWN_MAX / 2,
+        ds_kv_put(t, "rank %d has %.*s...%.*s", k, SHOWN_MAX / 2, shown, SHOWN_MAX / 2,
             shown + slen - SHOWN_MAX / 2);
 }
 
@@ -294,7 +259,7 @@ static void put_rank(text *t, int k, const char *shown, size_t slen)
  * between ranks: rank 0 has A, rank 2 has B" into why (those that fit) and
  * a line each into all; returns how many keys differ, *left those that did
  * not fit in why. */
-static int compare(char **recs, int n, text *why, text *all, int *left)
+static int compare(char **recs, int n, ds_kv_text *why, ds_kv_text *all, int *left)
 {
     int differ = 0;
     *left = 0;
@@ -312,20 +277,20 @@ static int compare(char **recs, int n, text *why, text *all, int *left)
             }
             if (listed) {
                 char one[1024];
-                text o = {one, sizeof one, 0, 0};
-                put(&o, "%.*s differs between ranks: ", (int)klen, p);
+                ds_kv_text o = {one, sizeof one, 0, 0};
+                ds_kv_put(&o, "%.*s differs between ranks: ", (int)klen, p);
                 put_rank(&o, 0, s0, s0len);
                 for (int i = 0; i < listed; i++) {
                     value_of(recs[ranks[i]], p, klen, &vlen, &s, &slen);
-                    put(&o, ", ");
+                    ds_kv_put(&o, ", ");
                     put_rank(&o, ranks[i], s, slen);
                 }
                 if (more)
-                    put(&o, " (and %d more rank%s)", more, more == 1 ? "" : "s");
+                    ds_kv_put(&o, " (and %d more rank%s)", more, more == 1 ? "" : "s");
                 differ++;
-                put(all, "  %s\n", one);
+                ds_kv_put(all, "  %s\n", one);
                 if (!o.full && why->len + o.len + 2 < why->cap)
-                    put(why, "%s%s", why->len ? "; " : "", one);
+                    ds_kv_put(why, "%s%s", why->len ? "; " : "", one);
                 else
                     ++*left;
             }
@@ -343,7 +308,7 @@ static int compare(char **recs, int n, text *why, text *all, int *left)
 static ds_status verdict(char **recs, const ds_world *w, char *list, size_t cap)
 {
     char why[WHY_MAX] = "";
-    text t = {why, sizeof why, 0, 0}, all = {list, cap, 0, 0};
+    ds_kv_text t = {why, sizeof why, 0, 0}, all = {list, cap, 0, 0};
     list[0] = '\0';
     int left = 0;
     const int differ = compare(recs, w->size, &t, &all, &left);
@@ -378,14 +343,15 @@ ds_status ds_rank_agree_train(const run_state *r)
         st = DS_FAIL(DS_ERR_MEM, "the options to compare across %d ranks", o->world->size);
         goto free_records;
     }
-    text t = {mine, RECORD_MAX, 0, 0};
+    ds_kv_text t = {mine, RECORD_MAX, 0, 0};
+    full_at[0] = '\0';
     line(&t, ".host", NULL, "%s", host);
     binary_lines(&t);
     run_lines(&t, o);
     data_and_checkpoint_lines(&t, r, host);
     if (t.full) {
-        st = DS_FAIL(DS_ERR_ARG, "the options to compare across ranks are over %d bytes",
-                     RECORD_MAX);
+        st = DS_FAIL(DS_ERR_ARG, "the options to compare across ranks are over %d bytes, "
+                     "from %s on: give it a shorter value", RECORD_MAX, full_at);
         goto free_records;
     }
     DS_TRY_GOTO(st, exchange(o->world, mine, &all, recs), free_records);

@@ -10,26 +10,9 @@
 #include "checkpoint.h"
 #include "file.h"
 #include "file_input.h"
+#include "kv_text.h"
 #include "run_config.h"
 #include "train_run.h"
-
-/* The value of key in run-config lines (run_config.h) into out [cap]: 0
- * when absent or longer. */
-static int line_value(const char *lines, const char *key, char *out, size_t cap)
-{
-    const size_t k = strlen(key);
-    for (const char *p = lines; p && *p;) {
-        const char *end = strchr(p, '\n');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > k && p[k] == '=' && !strncmp(p, key, k) && n - k - 1 < cap) {
-            memcpy(out, p + k + 1, n - k - 1);
-            out[n - k - 1] = '\0';
-            return 1;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return 0;
-}
 
 /* A checkpoint of a dstrain before the fingerprint sampled the features
  * records the index part alone (ds_dataset_index_fingerprint): when that
@@ -39,18 +22,20 @@ static int line_value(const char *lines, const char *key, char *out, size_t cap)
 static char *as_older_fingerprint(const run_state *r, const char *path, const char *was)
 {
     char was_fp[32], now_fp[16], index_fp[16];
-    const char *key = "data_fingerprint=";
-    char *at = strstr(r->loop.run_config, key);
-    if (!r->data.train || !at || !line_value(was, "data_fingerprint", was_fp, sizeof was_fp))
+    static const char key[] = "data_fingerprint";
+    size_t at_len = 0;
+    /* the key's own line: its text inside a value (a --train path) is not it */
+    const char *at = ds_kv_find(r->loop.run_config, key, sizeof key - 1, &at_len);
+    if (!r->data.train || !at || !ds_kv_value_of(was, key, was_fp, sizeof was_fp))
         return NULL;
     ds_dataset_fingerprint(r->data.train, now_fp, sizeof now_fp);
     ds_dataset_index_fingerprint(r->data.train, index_fp, sizeof index_fp);
-    if (!strcmp(was_fp, now_fp) || strcmp(was_fp, index_fp) || strlen(now_fp) != strlen(was_fp))
+    if (!strcmp(was_fp, now_fp) || strcmp(was_fp, index_fp) || at_len != strlen(was_fp))
         return NULL;
     char *now = strdup(r->loop.run_config);
     if (!now)
         return NULL;
-    memcpy(now + (at - r->loop.run_config) + strlen(key), was_fp, strlen(was_fp));
+    memcpy(now + (at - r->loop.run_config), was_fp, at_len);
     ds_log_print("resume: %s was written by a dstrain whose data_fingerprint covered the "
                  "utterances' lengths and labels only: those match %s; its features' content "
                  "cannot be compared\n", path, r->o->train_path);

@@ -3,73 +3,13 @@
 #include "run_config.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-
-/* An output buffer that remembers running out of room. */
-typedef struct {
-    char *buf;
-    size_t cap, len;
-    int full;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= t->cap - t->len) {
-        t->full = 1;
-        t->buf[t->len] = '\0';   /* no half line */
-        return;
-    }
-    t->len += (size_t)n;
-}
-
-/* s as one line's value: a backslash, a control character (a newline in a
- * --train path wrote lines of its own, which could forge the data check)
- * and a byte that is not UTF-8 escaped as \\, \n, \xHH, so that every
- * value stays on its line and reads one way. */
-static void put_str(text *t, const char *s)
-{
-    for (const char *p = s; *p && !t->full;) {
-        const unsigned char c = (unsigned char)*p;
-        const int len = ds_log_utf8_len(p);
-        if (c == '\\')
-            put(t, "\\\\");
-        else if (c == '\n')
-            put(t, "\\n");
-        else if (c < 0x20 || c == 0x7f || !len)
-            put(t, "\\x%02x", c);
-        else {
-            put(t, "%.*s", len, p);
-            p += len;
-            continue;
-        }
-        p++;
-    }
-}
-
-/* v as the shortest of %.15g and %.17g that reads back as v: 3e-4 stays
- * "0.0003" and still compares exactly. */
-static const char *num(double v, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, cap, "%.17g", v);
-    return buf;
-}
+#include "kv_text.h"
 
 /* The model's JSON as model.key=value lines; arrays as key[i]. */
-static void flatten(text *t, const cJSON *v, const char *prefix)
+static void flatten(ds_kv_text *t, const cJSON *v, const char *prefix)
 {
     char key[256];
     if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
@@ -84,24 +24,24 @@ static void flatten(text *t, const cJSON *v, const char *prefix)
         return;
     }
     if (cJSON_IsString(v)) {
-        put(t, "%s=", prefix);
-        put_str(t, v->valuestring);
-        put(t, "\n");
+        ds_kv_put(t, "%s=", prefix);
+        ds_kv_put_str(t, v->valuestring);
+        ds_kv_put(t, "\n");
     }
     else if (cJSON_IsBool(v))
-        put(t, "%s=%s\n", prefix, cJSON_IsTrue(v) ? "true" : "false");
+        ds_kv_put(t, "%s=%s\n", prefix, cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNumber(v)) {
         char b[32];
-        put(t, "%s=%s\n", prefix, num(v->valuedouble, b, sizeof b));
+        ds_kv_put(t, "%s=%s\n", prefix, ds_kv_num(v->valuedouble, b, sizeof b));
     }
     else
-        put(t, "%s=null\n", prefix);
+        ds_kv_put(t, "%s=null\n", prefix);
 }
 
 ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *features,
                              long utterances, const char *data_fingerprint, char *buf, size_t cap)
 {
-    text t = {buf, cap, 0, 0};
+    ds_kv_text t = {buf, cap, 0, 0};
     buf[0] = '\0';
     char json[DS_CONFIG_JSON_MAX];
     DS_TRY(ds_config_to_json(&o->model, json, sizeof json));
@@ -112,36 +52,39 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
     cJSON_Delete(root);
     const ds_optim_cfg *c = &o->optim;
     char a[32], b[32];
-    put(&t, "precision=%s\ndevice=", ds_dtype_name(o->precision));
-    put_str(&t, o->device);
-    put(&t, "\nglobal_batch=%d\nbatch=%d\nranks=%d\nseed=%llu\n", o->batch * ranks, o->batch,
-        ranks, (unsigned long long)o->seed);
-    put(&t, "data=");
-    put_str(&t, o->train_path ? o->train_path : "synthetic");
-    put(&t, "\nfeatures=");
-    put_str(&t, features);   /* read from the data file */
-    put(&t, "\nutterances=%ld\nnorm=%s\n", utterances, ds_feature_norm_name(o->norm));
+    ds_kv_put(&t, "precision=%s\ndevice=", ds_dtype_name(o->precision));
+    ds_kv_put_str(&t, o->device);
+    ds_kv_put(&t, "\nglobal_batch=%d\nbatch=%d\nranks=%d\nseed=%llu\n", o->batch * ranks,
+              o->batch, ranks, (unsigned long long)o->seed);
+    ds_kv_put(&t, "data=");
+    ds_kv_put_str(&t, o->train_path ? o->train_path : "synthetic");
+    ds_kv_put(&t, "\nfeatures=");
+    ds_kv_put_str(&t, features);   /* read from the data file */
+    ds_kv_put(&t, "\nutterances=%ld\nnorm=%s\n", utterances, ds_feature_norm_name(o->norm));
     if (data_fingerprint)
-        put(&t, "data_fingerprint=%s\n", data_fingerprint);
+        ds_kv_put(&t, "data_fingerprint=%s\n", data_fingerprint);
     if (!o->train_path)
-        put(&t, "synthetic_utts=%d\nmax_frames=%d\n", o->synthetic_utts, o->max_frames);
+        ds_kv_put(&t, "synthetic_utts=%d\nmax_frames=%d\n", o->synthetic_utts, o->max_frames);
     else
-        put(&t, "min_duration=%s\nmax_duration=%s\nspec_augment=%d,%d,%d,%d\n",
-            num(o->min_duration, a, sizeof a), num(o->max_duration, b, sizeof b),
-            o->aug.freq_masks, o->aug.freq_width, o->aug.time_masks, o->aug.time_width);
-    put(&t, "optimizer=%s\nlr=%s\n", ds_optim_kind_name(c->kind), num(c->lr, a, sizeof a));
-    put(&t, "momentum=%s\nnesterov=%d\n", num(c->momentum, a, sizeof a), c->nesterov);
-    put(&t, "betas=%s,", num(c->beta1, a, sizeof a));
-    put(&t, "%s\n", num(c->beta2, a, sizeof a));
-    put(&t, "eps=%s\n", num(c->eps, a, sizeof a));
-    put(&t, "weight_decay=%s\n", num(c->weight_decay, a, sizeof a));
-    put(&t, "lr_schedule=%s\nanneal=%s\n", ds_optim_lr_schedule_name(c->schedule), num(c->anneal, a, sizeof a));
-    put(&t, "poly_power=%s\nwarmup=%ld\n", num(c->poly_power, a, sizeof a), c->warmup_steps);
-    put(&t, "max_norm=%s\n", num(c->max_grad_norm, a, sizeof a));
-    put(&t, "loss_scale=%s\nloss_scale_window=%ld\n", num(c->loss_scale, a, sizeof a),
-        c->loss_scale_window);
-    put(&t, "steps=%ld\nepochs=%d\nreduce_dtype=%s\nlocal_bn=%d\n", o->steps, o->epochs,
-        ds_dtype_name(o->reduce_dtype), o->local_bn);
+        ds_kv_put(&t, "min_duration=%s\nmax_duration=%s\nspec_augment=%d,%d,%d,%d\n",
+                  ds_kv_num(o->min_duration, a, sizeof a), ds_kv_num(o->max_duration, b, sizeof b),
+                  o->aug.freq_masks, o->aug.freq_width, o->aug.time_masks, o->aug.time_width);
+    ds_kv_put(&t, "optimizer=%s\nlr=%s\n", ds_optim_kind_name(c->kind),
+              ds_kv_num(c->lr, a, sizeof a));
+    ds_kv_put(&t, "momentum=%s\nnesterov=%d\n", ds_kv_num(c->momentum, a, sizeof a), c->nesterov);
+    ds_kv_put(&t, "betas=%s,", ds_kv_num(c->beta1, a, sizeof a));
+    ds_kv_put(&t, "%s\n", ds_kv_num(c->beta2, a, sizeof a));
+    ds_kv_put(&t, "eps=%s\n", ds_kv_num(c->eps, a, sizeof a));
+    ds_kv_put(&t, "weight_decay=%s\n", ds_kv_num(c->weight_decay, a, sizeof a));
+    ds_kv_put(&t, "lr_schedule=%s\nanneal=%s\n", ds_optim_lr_schedule_name(c->schedule),
+              ds_kv_num(c->anneal, a, sizeof a));
+    ds_kv_put(&t, "poly_power=%s\nwarmup=%ld\n", ds_kv_num(c->poly_power, a, sizeof a),
+              c->warmup_steps);
+    ds_kv_put(&t, "max_norm=%s\n", ds_kv_num(c->max_grad_norm, a, sizeof a));
+    ds_kv_put(&t, "loss_scale=%s\nloss_scale_window=%ld\n", ds_kv_num(c->loss_scale, a, sizeof a),
+              c->loss_scale_window);
+    ds_kv_put(&t, "steps=%ld\nepochs=%d\nreduce_dtype=%s\nlocal_bn=%d\n", o->steps, o->epochs,
+              ds_dtype_name(o->reduce_dtype), o->local_bn);
     if (t.full)
         return DS_FAIL(DS_ERR_ARG, "the run's configuration is over %zu characters", cap);
     return DS_OK;
@@ -171,24 +114,10 @@ static int added_later(const char *key, size_t len)
     return len == sizeof k - 1 && !strncmp(key, k, len);
 }
 
-/* The value of key (len characters) in lines, or NULL; *vlen its length. */
-static const char *value_of(const char *lines, const char *key, size_t len, size_t *vlen)
-{
-    for (const char *p = lines; p && *p;) {
-        const char *end = strchr(p, '\n');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > len && p[len] == '=' && !strncmp(p, key, len)) {
-            *vlen = n - len - 1;
-            return p + len + 1;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return NULL;
-}
-
 /* Each key of a whose value in b differs or is missing -> why (must match)
  * or notes; a is the checkpoint's lines when a_is_was. */
-static void compare(const char *a, const char *b, int a_is_was, text *why, text *notes, int *n_why)
+static void compare(const char *a, const char *b, int a_is_was, ds_kv_text *why,
+                    ds_kv_text *notes, int *n_why)
 {
     for (const char *p = a; p && *p;) {
         const char *end = strchr(p, '\n');
@@ -197,7 +126,7 @@ static void compare(const char *a, const char *b, int a_is_was, text *why, text 
         if (eq) {
             const size_t klen = (size_t)(eq - p), alen = n - klen - 1;
             size_t blen = 0;
-            const char *bv = value_of(b, p, klen, &blen);
+            const char *bv = ds_kv_find(b, p, klen, &blen);
             /* the second pass (a is now) only adds keys the checkpoint lacks */
             if (!a_is_was && bv) {
                 p = end ? end + 1 : NULL;
@@ -206,11 +135,12 @@ static void compare(const char *a, const char *b, int a_is_was, text *why, text 
             if (!bv || blen != alen || strncmp(bv, eq + 1, alen) != 0) {
                 /* a key this version added, which an older checkpoint lacks: a note */
                 const int must = must_match(p, klen) && !(!a_is_was && !bv && added_later(p, klen));
-                text *t = must ? why : notes;
+                ds_kv_text *t = must ? why : notes;
                 const char *was = a_is_was ? eq + 1 : bv, *now = a_is_was ? bv : eq + 1;
                 const int wl = (int)(a_is_was ? alen : blen), nl = (int)(a_is_was ? blen : alen);
-                put(t, "%s%.*s: %.*s in the checkpoint, %.*s now", t->len ? "; " : "", (int)klen,
-                    p, was ? wl : 6, was ? was : "(none)", now ? nl : 6, now ? now : "(none)");
+                ds_kv_put(t, "%s%.*s: %.*s in the checkpoint, %.*s now", t->len ? "; " : "",
+                          (int)klen, p, was ? wl : 6, was ? was : "(none)", now ? nl : 6,
+                          now ? now : "(none)");
                 *n_why += must;
             }
         }
@@ -221,7 +151,7 @@ static void compare(const char *a, const char *b, int a_is_was, text *why, text 
 int ds_run_config_diff(const char *was, const char *now, char *why, size_t why_cap, char *notes,
                        size_t notes_cap)
 {
-    text w = {why, why_cap, 0, 0}, n = {notes, notes_cap, 0, 0};
+    ds_kv_text w = {why, why_cap, 0, 0}, n = {notes, notes_cap, 0, 0};
     why[0] = notes[0] = '\0';
     int count = 0;
     compare(was, now, 1, &w, &n, &count);
