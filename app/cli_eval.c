@@ -47,9 +47,15 @@ static ds_status run_eval(const char *ckpt, const char *data, int batch)
     }
     DS_TRY_GOTO(st, ds_filter_dataset(d, &cfg, 0, 0, &keep, &n, &fs), out);
     if (n == 0) {   /* a WER of 0 over nothing read as a perfect score */
-        st = DS_FAIL(DS_ERR_ARG, "%s: nothing to score: all %ld utterances are too short for the "
-                                 "model (their frames after its convolutions are fewer than "
-                                 "their labels need for CTC)", data, fs.ctc_impossible);
+        if (d->n == 0)
+            st = DS_FAIL(DS_ERR_ARG, "%s: nothing to score: the file holds no utterances (make "
+                                     "it again with dstrain prep)", data);
+        else
+            st = DS_FAIL(DS_ERR_ARG, "%s: nothing to score: of its %ld utterances, %ld are too "
+                                     "short for the model's CTC (their frames after its "
+                                     "convolutions are fewer than their labels need) and %ld "
+                                     "outside the duration limits", data, d->n,
+                         fs.ctc_impossible, fs.too_short + fs.too_long);
         goto out;
     }
     const ds_model_limits lim = {batch, fs.max_frames > 0 ? fs.max_frames : 1,
