@@ -41,19 +41,11 @@
 # Open MPI may run as root (OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1).
 set -euo pipefail
 die() { echo "jobs/mpiexec/train.sh: $*" >&2; exit 1; }
-# Counts from the environment: each, when set, a whole number >= its least,
-# or refused naming it (bash's arithmetic read "two" as a variable's name:
-# "unbound variable"; [ -ge ] failed, so DSTRAIN_MAX_REQUEUES=five skipped the cap).
-need_count() {
-  local name=$1 least=$2 v=${!1:-}
-  [ -z "$v" ] && return 0
-  { [[ $v =~ ^[0-9]+$ ]] && [ "$((10#$v))" -ge "$least" ]; } || die "$name=$v: must be a whole number >= $least"
-}
-for v in NTASKS NODES GPUS_PER_NODE DSTRAIN_BATCH DSTRAIN_STEPS DSTRAIN_EPOCHS DSTRAIN_MAX_FRAMES \
-         OPENBLAS_NUM_THREADS OMP_NUM_THREADS; do
-  need_count "$v" 1
-done
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$repo/jobs/lib/env_checks.sh"
+# counts from the environment, checked before any is used (env_checks.sh)
+need_counts jobs/mpiexec/train.sh 1 NTASKS NODES GPUS_PER_NODE DSTRAIN_BATCH DSTRAIN_STEPS \
+  DSTRAIN_EPOCHS DSTRAIN_MAX_FRAMES OPENBLAS_NUM_THREADS OMP_NUM_THREADS || exit 1
 
 bin=${DSTRAIN:-}
 [ -z "$bin" ] && [ -x "$repo/build/dstrain" ] && bin=$repo/build/dstrain

@@ -12,17 +12,15 @@
 # resumes from that checkpoint (--resume auto). After DSTRAIN_MAX_REQUEUES
 # requeues (20) it stops instead. Returns the launcher's status.
 
+# need_counts: from the checkout this file is sourced from
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/env_checks.sh"
+
 run_preemptible() {
-  local forward=$1 pid rc again warned=0 v
+  local forward=$1 pid rc again warned=0
   shift
   # the cap and the count, checked before the run: "five" made the cap's
   # test fail and the job requeue without end
-  for v in DSTRAIN_MAX_REQUEUES SLURM_RESTART_COUNT; do
-    if [ -n "${!v:-}" ] && ! [[ ${!v} =~ ^[0-9]+$ ]]; then
-      echo "preempt: $v=${!v}: must be a whole number >= 0 (requeues after a preemption)" >&2
-      return 2
-    fi
-  done
+  need_counts preempt 0 DSTRAIN_MAX_REQUEUES SLURM_RESTART_COUNT || return 2
   # in the background: bash runs a trap only between commands, and the
   # warning must reach the ranks while they train
   "$@" &

@@ -56,16 +56,10 @@
 #   DSTRAIN_ARGS="--length-dist librispeech" SBATCH_ARGS=--exclusive jobs/slurm/sweep.sh
 set -euo pipefail
 die() { echo "sweep.sh: $*" >&2; exit 1; }
-# Counts from the environment: each, when set, a whole number >= its least,
-# or refused naming it (bash's arithmetic read "two" as a variable's name:
-# "unbound variable"; [ -ge ] failed, so DSTRAIN_MAX_REQUEUES=five skipped the cap).
-need_count() {
-  local name=$1 least=$2 v=${!1:-}
-  [ -z "$v" ] && return 0
-  { [[ $v =~ ^[0-9]+$ ]] && [ "$((10#$v))" -ge "$least" ]; } || die "$name=$v: must be a whole number >= $least"
-}
-for v in DSTRAIN_SWEEP_MAX DSTRAIN_SWEEP_MIN GPUS_PER_NODE CPUS_PER_TASK; do need_count "$v" 1; done
-need_count DSTRAIN_SWEEP_WARMUP 0
+# counts from the environment, checked before any is used
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/env_checks.sh"
+need_counts sweep.sh 1 DSTRAIN_SWEEP_MAX DSTRAIN_SWEEP_MIN GPUS_PER_NODE CPUS_PER_TASK || exit 1
+need_counts sweep.sh 0 DSTRAIN_SWEEP_WARMUP || exit 1
 
 # gather_bench DIR: bench/scaling-report over DIR's bench-g*.json, told the
 # counts sweep.tsv lists (a count without a file is a "missing" row); exits 1
