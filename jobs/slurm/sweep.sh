@@ -56,8 +56,13 @@
 #   DSTRAIN_ARGS="--length-dist librispeech" SBATCH_ARGS=--exclusive jobs/slurm/sweep.sh
 set -euo pipefail
 die() { echo "sweep.sh: $*" >&2; exit 1; }
-# counts from the environment, checked before any is used
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/env_checks.sh"
+# counts from the environment, checked before any is used (env_checks.sh of
+# this checkout: the script's own, or DSTRAIN_REPO in the gather job, which
+# sbatch runs as a copy in slurmd's spool directory)
+lib=$(dirname "${BASH_SOURCE[0]}")/../lib/env_checks.sh
+[ -f "$lib" ] || lib=${DSTRAIN_REPO:-}/jobs/lib/env_checks.sh
+[ -f "$lib" ] || die "cannot find this checkout (its jobs/lib/env_checks.sh): set DSTRAIN_REPO to it"
+. "$lib"
 need_counts sweep.sh 1 DSTRAIN_SWEEP_MAX DSTRAIN_SWEEP_MIN GPUS_PER_NODE CPUS_PER_TASK || exit 1
 need_counts sweep.sh 0 DSTRAIN_SWEEP_WARMUP || exit 1
 
