@@ -120,8 +120,8 @@ static void choose(void)
             sel.st = DS_ERR_UNSUPPORTED;
         } else if (!host_runs(i)) {
             snprintf(sel.err, sizeof sel.err,
-                     "DSTRAIN_CPU_ISA=%s: this CPU cannot run the %s kernels; it runs: %s (or unset "
-                     "DSTRAIN_CPU_ISA)", want, want, runs);
+                     "DSTRAIN_CPU_ISA=%s: the %s kernels need instructions this CPU lacks; this "
+                     "CPU runs: %s (or unset DSTRAIN_CPU_ISA)", want, want, runs);
             sel.st = DS_ERR_UNSUPPORTED;
         } else {
             sel.isa = i;
