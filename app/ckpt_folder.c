@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_writer.h"
+#include "rank_agree.h"
 #include "train_run.h"
 
 enum { NAMED = 3 };   /* checkpoints named in a message; the rest counted */
@@ -85,6 +86,8 @@ ds_status ds_ckpt_folder_claim(run_state *r)
         return st;
     int ok = st == DS_OK;   /* every rank ends on rank 0's refusal, saying why */
     DS_TRY(ds_world_bcast(r->o->world, &ok, 1, MPI_INT, "the checkpoint folder's verdict"));
+    if (!ok)   /* every rank ends here, saying why: none is left waiting */
+        ds_rank_agree_refused_by_all();
     if (ok || r->ranks.rank == 0)
         return st;
     return DS_FAIL(DS_ERR_ARG, "rank 0 refused the checkpoint folder (see its message)");

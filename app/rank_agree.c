@@ -26,6 +26,8 @@ static int refused;
 
 int ds_rank_agree_refused(void) { return refused; }
 
+void ds_rank_agree_refused_by_all(void) { refused = 1; }
+
 /* The first option whose line did not fit the record, for the message
  * (one caller, the main thread). */
 static char full_at[64];

@@ -22,5 +22,9 @@ ds_status ds_rank_agree_train(const run_state *r);
  * none waits on another, so the job ends by MPI_Finalize, not MPI_Abort
  * (which can kill a rank before it has said why). */
 int ds_rank_agree_refused(void);
+/* Another verdict every rank learned alike (rank 0's refusal of the
+ * checkpoint folder or of the checkpoint to resume, broadcast) refused the
+ * run: ds_rank_agree_refused is 1 from now on. */
+void ds_rank_agree_refused_by_all(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include "file.h"
 #include "file_input.h"
 #include "kv_text.h"
+#include "rank_agree.h"
 #include "run_config.h"
 #include "train_run.h"
 
@@ -187,9 +188,12 @@ ds_status ds_resume_run(run_state *r)
         DS_TRY(ds_world_bcast(o->world, &ok, 1, MPI_INT, "the resume verdict"));
         DS_TRY(ds_world_bcast(o->world, path, (int)sizeof path, MPI_CHAR, "the checkpoint to resume"));
     }
-    if (!ok)
+    if (!ok) {
+        if (r->ranks.ranks > 1)   /* every rank ends here, saying why: none is left waiting */
+            ds_rank_agree_refused_by_all();
         return r->ranks.rank == 0 ? st
                                   : DS_FAIL(DS_ERR_ARG, "rank 0 could not resume (see its message)");
+    }
     if (r->ranks.ranks > 1 && path[0])   /* the file is read once, by rank 0 */
         DS_TRY(send_resumed(r));
     if (path[0])
