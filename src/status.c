@@ -22,7 +22,7 @@ static void longest_word(const char *s, size_t *at, size_t *len)
     }
 }
 
-/* msg (cap >= sizeof last_error) into last_error. A message over the
+/* msg (a whole message, shortened in place) into last_error. A message over the
  * buffer has its longest words (paths, 4000 characters at most) shortened
  * in the middle, "/a/b/.../y/z", until it fits, so that the reason, before
  * or after a path, is never cut off. */
