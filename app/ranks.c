@@ -226,60 +226,49 @@ static int token_seen(const char *name, const char *value)
 ds_status ds_ranks_check_shared(run_state *r)
 {
     const ds_train_opts *o = r->o;
-    if (r->ranks.ranks <= 1)
+    /* the data's sameness is the ranks' agreement's (rank_agree.c), before this */
+    if (r->ranks.ranks <= 1 || !o->checkpoint_dir)
         return DS_OK;
     ds_world *w = o->world;
-    char fp[16] = "", fp0[16] = "", name[NAME] = "", value[TOKEN] = "";
-    ds_status st = DS_OK;
-    if (r->data.train)
-        ds_dataset_fingerprint(r->data.train, fp, sizeof fp);
-    memcpy(fp0, fp, sizeof fp);
-    if (r->ranks.rank == 0 && o->checkpoint_dir)
-        st = write_token(o->checkpoint_dir, name, value);
+    char name[NAME] = "", value[TOKEN] = "";
+    ds_status st = r->ranks.rank == 0 ? write_token(o->checkpoint_dir, name, value) : DS_OK;
     int ok0 = st == DS_OK;
     DS_TRY(ds_world_bcast(w, &ok0, 1, MPI_INT, "the shared-folder token"));
     if (!ok0)
         return r->ranks.rank == 0 ? st : DS_FAIL(DS_ERR_IO, "rank 0 could not write in the "
                                                  "checkpoint folder (see its message)");
-    DS_TRY(ds_world_bcast(w, fp0, (int)sizeof fp0, MPI_CHAR, "the data's fingerprint"));
     DS_TRY(ds_world_bcast(w, name, NAME, MPI_CHAR, "the shared-folder token"));
     DS_TRY(ds_world_bcast(w, value, TOKEN, MPI_CHAR, "the shared-folder token"));
-    /* per rank: [0] the folder unseen, [1] other data; and its host's name */
-    int *bad = calloc((size_t)r->ranks.ranks * 2, sizeof *bad);
+    /* per rank: the folder unseen; and its host's name */
+    int *bad = calloc((size_t)r->ranks.ranks, sizeof *bad);
     unsigned char *hosts = calloc((size_t)r->ranks.ranks, HOST);
     if (!bad || !hosts) {
         free(bad);
         free(hosts);
         return DS_FAIL(DS_ERR_MEM, "shared-file check of %d ranks", r->ranks.ranks);
     }
-    bad[2 * r->ranks.rank] = name[0] && r->ranks.rank != 0 && !token_seen(name, value);
-    bad[2 * r->ranks.rank + 1] = strcmp(fp, fp0) != 0;
-    if (bad[2 * r->ranks.rank] || bad[2 * r->ranks.rank + 1])
+    bad[r->ranks.rank] = r->ranks.rank != 0 && !token_seen(name, value);
+    if (bad[r->ranks.rank])
         gethostname((char *)hosts + (size_t)r->ranks.rank * HOST, HOST - 1);
-    st = ds_world_allreduce_sum(w, bad, r->ranks.ranks * 2, MPI_INT, "the shared-file check");
+    st = ds_world_allreduce_sum(w, bad, r->ranks.ranks, MPI_INT, "the shared-file check");
     if (st == DS_OK)
         st = ds_world_allreduce_sum(w, hosts, r->ranks.ranks * HOST, MPI_UNSIGNED_CHAR,
                                     "the shared-file check");
-    if (r->ranks.rank == 0 && name[0])
+    if (r->ranks.rank == 0)
         unlink(name);
     char why[2048] = "";
     size_t len = 0;
-    for (int k = 0; st == DS_OK && k < r->ranks.ranks && len < sizeof why - 1; k++) {
-        const char *host = (const char *)hosts + (size_t)k * HOST;
-        if (bad[2 * k])
+    for (int k = 0; st == DS_OK && k < r->ranks.ranks && len < sizeof why - 1; k++)
+        if (bad[k])
             len += (size_t)snprintf(why + len, sizeof why - len, "%srank %d on %s does not see "
                                     "the checkpoint folder %s that rank 0 writes to (a node-local "
-                                    "disk?)", len ? "; " : "", k, host, o->checkpoint_dir);
-        if (bad[2 * k + 1] && len < sizeof why - 1)
-            len += (size_t)snprintf(why + len, sizeof why - len, "%srank %d on %s reads other "
-                                    "data in %s than rank 0 (content fingerprints differ)",
-                                    len ? "; " : "", k, host, o->train_path);
-    }
+                                    "disk?)", len ? "; " : "", k,
+                                    (const char *)hosts + (size_t)k * HOST, o->checkpoint_dir);
     free(bad);
     free(hosts);
     DS_TRY(st);
     if (why[0])
-        return DS_FAIL(DS_ERR_IO, "the ranks do not share their files: %s. Every rank must see "
-                       "one checkpoint folder and the same feature file", why);
+        return DS_FAIL(DS_ERR_IO, "the ranks do not share their checkpoint folder: %s. Every "
+                       "rank must see the one folder rank 0 writes to", why);
     return DS_OK;
 }

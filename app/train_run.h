@@ -142,9 +142,9 @@ ds_status ds_ranks_setup(run_state *r);
  * pieces MPI's int counts take: the share callback of ds_model_share_params
  * and ds_model_share_state. */
 ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt);
-/* Every rank sees the files rank 0 does: the checkpoint folder (a token
- * file rank 0 writes there is read by each rank) and the training data (its
- * content fingerprint); refused, naming each rank and node that does not.
+/* Every rank sees the checkpoint folder rank 0 writes to (a token file
+ * rank 0 writes there is read by each rank); refused, naming each rank and
+ * node that does not. The data is the ranks' agreement's (rank_agree.h).
  * After rank 0 has readied the folder; all ranks call it. */
 ds_status ds_ranks_check_shared(run_state *r);
 void ds_ranks_close(run_ranks *k);
