@@ -47,29 +47,24 @@ ds_status ds_file_output_ok(const char *path, const char *what)
                    "refused (give a file's path)", path, ds_file_kind(sb.st_mode), what);
 }
 
-/* fsync of a directory, through links: a linked scratch folder is the
- * folder the file went into. */
-static ds_status sync_dir(const char *path)
+/* fsync of path opened with flags (what: "the folder", "the file", for messages). */
+static ds_status sync_opened(const char *path, int flags, const char *what)
 {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(path, flags | O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot open the folder to sync: %s", path, strerror(errno));
+        return DS_FAIL(DS_ERR_IO, "%s: cannot open %s to sync: %s", path, what, strerror(errno));
     int rc = fsync(fd);
     int err = errno;
     close(fd);
     return rc ? DS_FAIL(DS_ERR_IO, "%s: fsync: %s", path, strerror(err)) : DS_OK;
 }
 
-/* fsync of a file (never through a link). */
+/* A directory through links (a linked scratch folder is the folder the
+ * file went into); a file never through a link. */
+static ds_status sync_dir(const char *path) { return sync_opened(path, O_DIRECTORY, "the folder"); }
 static ds_status sync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return DS_FAIL(DS_ERR_IO, "%s: cannot open to sync: %s", path, strerror(errno));
-    int rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    return rc ? DS_FAIL(DS_ERR_IO, "%s: fsync: %s", path, strerror(err)) : DS_OK;
+    return sync_opened(path, O_NOFOLLOW | O_NONBLOCK, "the file");
 }
 
 ds_status ds_file_commit(const char *tmp, const char *path)

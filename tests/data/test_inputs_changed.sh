@@ -22,10 +22,8 @@
 # usage: test_inputs_changed.sh DSTRAIN PYTHON   (PYTHON with h5py and numpy)
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 . "$here/../lib/checks.sh"
+scratch_and_pids
 if ! "$py" -c "import h5py, numpy" 2>/dev/null; then
   echo "test_inputs_changed: SKIP: $py cannot import h5py and numpy (Debian: python3-h5py)"
   exit 77

@@ -29,10 +29,8 @@
 # usage: test_outputs.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 . "$(dirname "$0")/../lib/checks.sh"
+scratch_and_pids
 T="timeout -k 5 60"   # no case may hang the suite, on any binary
 
 mkdir -p "$work/feat"

@@ -33,10 +33,8 @@
 # usage: test_safe_files.sh DSTRAIN PYTHON
 set -uo pipefail
 bin=$(readlink -f "$1") py=$2
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 . "$(dirname "$0")/../lib/checks.sh"
+scratch_and_pids
 
 victim=$work/victim
 printf "the user's own file\n" > "$victim"

@@ -15,3 +15,10 @@ running() {
   state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
   [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
+# A scratch folder $work and a list pids of background processes the test
+# starts: at exit those are killed and the folder removed.
+scratch_and_pids() {
+  work=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+}
