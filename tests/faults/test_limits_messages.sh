@@ -56,7 +56,10 @@ else bad "bench --out over ulimit -f: exit $rc, tmp: $(find . -name '*.tmp*'): $
 # --- ulimit -v (KiB): ends in seconds, works or names the sizes. With CUDA
 # libraries linked, the loader maps them first and refuses below ~900 MB
 # (its own message: docs/troubleshooting.md); those limits are skipped there.
-cuda=0; ldd "$bin" | grep -q libcudart && cuda=1
+# (ldd's whole output first: grep -q closing the pipe early made ldd die of
+# SIGPIPE, and under pipefail a CUDA build looked like a CPU one)
+libs=$(ldd "$bin" 2>/dev/null)
+cuda=0; [[ $libs == *libcudart* || $libs == *libcublas* ]] && cuda=1
 for kib in 250000 1300000 2500000 4000000; do
   [ "$cuda" = 1 ] && [ "$kib" -lt 1300000 ] && continue
   for what in version train; do
