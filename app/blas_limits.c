@@ -3,10 +3,11 @@
  * blas_limits.h. */
 #include "blas_limits.h"
 
+#include "address_space.h"
+
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 /* OpenBLAS 0.3.x takes a scratch buffer of BUFFER_SIZE (32 << 22 on x86-64
  * and arm64) plus a page for each thread, at its first call on the main
@@ -16,15 +17,6 @@
  * ended (the exit joins the worker). */
 #define BLAS_BUFFER ((128UL << 20) + 4096)
 
-/* The address-space limit (ulimit -v), or 0 when there is none. */
-static unsigned long long as_limit(void)
-{
-    struct rlimit r;
-    if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
-        return 0;
-    return (unsigned long long)r.rlim_cur;
-}
-
 /* Under an address-space limit, OpenBLAS loads with one thread (no
  * workers, so no buffer taken before main): set here and the program
  * started again, as libgomp's setting is; the workers of this first start
@@ -33,26 +25,12 @@ static unsigned long long as_limit(void)
  * DSTRAIN_BLAS_THREADS, for ds_blas_limits_fit to start as many as fit. */
 int ds_blas_limits_one_thread(void)
 {
-    if (!as_limit() || getenv("DSTRAIN_BLAS_THREADS"))
+    if (!ds_address_space_limit() || getenv("DSTRAIN_BLAS_THREADS"))
         return 0;
     const char *user = getenv("OPENBLAS_NUM_THREADS");
     char n[24];
     snprintf(n, sizeof n, "%d", user && atoi(user) > 0 ? atoi(user) : openblas_get_num_threads());
     return setenv("DSTRAIN_BLAS_THREADS", n, 1) == 0 && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
-}
-
-/* The address space this process maps now, from /proc/self/status; 0 if unknown. */
-static unsigned long long mapped_now(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %llu kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib * 1024;
 }
 
 /* Under an address-space limit: OpenBLAS's buffer must fit, or its first
@@ -61,7 +39,7 @@ static unsigned long long mapped_now(void)
  * leave no room for it (theirs fail with an error naming their size). */
 int ds_blas_limits_fit(void)
 {
-    const unsigned long long lim = as_limit(), used = mapped_now();
+    const unsigned long long lim = ds_address_space_limit(), used = ds_address_space_mapped();
     if (!lim || !used)
         return 1;
     const unsigned long long need = BLAS_BUFFER + (64ULL << 20);   /* and room to work */

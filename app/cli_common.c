@@ -131,8 +131,13 @@ int ds_cli_version(int argc, char **argv)
             break;
         }
     printf("dstrain %s (%s, %s)\n", DSTRAIN_VERSION, DSTRAIN_BUILD_TYPE, DSTRAIN_C_COMPILER);
+#ifdef DS_HAVE_CUDA_BACKEND
+    const char *no_cuda = "; cuda built but not loaded (below)";
+#else
+    const char *no_cuda = "; cuda not built";
+#endif
     printf("backends: cpu (float32, float64; float16, bfloat16 emulated)%s\n",
-           ds_backend_get("cuda") ? ", cuda (float32, float64, float16, bfloat16)" : "; cuda not built");
+           ds_backend_get("cuda") ? ", cuda (float32, float64, float16, bfloat16)" : no_cuda);
     printf("blas:     %s\n", openblas_get_config());
     char isa[400];   /* the CPU ops' instruction set, and what the host runs */
     ds_cpu_isa_describe(isa, sizeof isa);
@@ -147,7 +152,10 @@ int ds_cli_version(int argc, char **argv)
         cuda->describe(lines, sizeof lines);
         printf("%s\n", lines);
     } else {
-#ifdef DS_HAVE_CUDA_TOOLKIT
+#if defined(DS_HAVE_CUDA_BACKEND)
+        printf("cuda:     backend built (sm_%s), not loaded: %s\n", DSTRAIN_CUDA_ARCHS,
+               ds_backend_missing("cuda"));
+#elif defined(DS_HAVE_CUDA_TOOLKIT)
         printf("cuda:     toolkit %s found, but cuBLAS or cuDNN was not: backend not built\n",
                DSTRAIN_CUDA_TOOLKIT);
 #else

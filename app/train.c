@@ -45,8 +45,7 @@ static ds_status open_backend(run_state *r)
     const ds_train_opts *o = r->o;
     r->m.be = ds_backend_get(o->device);
     if (!r->m.be)
-        return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: this build has no such backend%s", o->device,
-                       strcmp(o->device, "cuda") ? "" : " (configure with the CUDA toolkit present)");
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: %s", o->device, ds_backend_missing(o->device));
     const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
     return r->m.be->ctx_create(device, &o->compute, &r->m.ctx);
 }

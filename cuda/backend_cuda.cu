@@ -16,6 +16,7 @@
 #include <cupti.h>
 #endif
 
+#include "backend_plugin.h"
 #include "build_info.h"
 
 extern "C" const ds_ops ds_cuda_ops_f32, ds_cuda_ops_f64, ds_cuda_ops_f16, ds_cuda_ops_bf16;
@@ -450,7 +451,8 @@ static void cuda_range_pop(ds_ctx *c)
 /* The stream every op of c is queued on, for NCCL (mpi/transport_nccl.c). */
 static void *cuda_native_queue(ds_ctx *c) { return (void *)c->stream; }
 
-extern "C" const ds_backend ds_cuda_backend = {
+// The plugin's entry: src/backend_plugin.c takes the seam by this name.
+extern "C" DS_PLUGIN_EXPORT const ds_backend ds_cuda_backend = {
     .name = "cuda",
     .device_count = cuda_device_count,
     .ctx_create = cuda_ctx_create,

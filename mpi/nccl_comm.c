@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_plugin.h"
+
 /* How often the host looks at a communicator it waits for. */
 #define POLL_US 200
 /* Longest ncclCommAbort and MPI_Abort get before SIGALRM ends the process. */
@@ -283,7 +285,7 @@ static void version_text(int v, char *out, size_t size)
         snprintf(out, size, "%d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
 }
 
-void ds_nccl_describe(char *buf, size_t size)
+DS_PLUGIN_EXPORT void ds_nccl_describe(char *buf, size_t size)
 {
     int v = 0;
     char run[32] = "not found", built[32];

@@ -8,9 +8,6 @@
 #include <string.h>
 
 #include "transport.h"
-#ifdef DS_HAVE_NCCL
-#include "nccl_comm.h"
-#endif
 
 struct ds_reduce {
     ds_reduce_cfg c;
@@ -71,7 +68,7 @@ static ds_status open_transport(ds_reduce *r)
 void ds_reduce_describe(char *buf, size_t size)
 {
 #ifdef DS_HAVE_NCCL
-    ds_nccl_describe(buf, size);
+    ds_transport_nccl_describe(buf, size);
 #else
     snprintf(buf, size, "nccl:     not built (needs the CUDA backend and NCCL at configure time): "
                         "--allreduce mpi only");

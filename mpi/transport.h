@@ -55,7 +55,11 @@ typedef struct {
 
 ds_status ds_transport_mpi_create(const ds_transport_cfg *c, ds_transport **out);
 #ifdef DS_HAVE_NCCL
+/* In the program: looks the transport up in the CUDA plugin
+ * (transport_nccl_load.c), which exports it as ds_transport_nccl_open. */
 ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out);
+/* The "nccl:" line of `dstrain version`: the plugin's, or why it has none. */
+void ds_transport_nccl_describe(char *buf, size_t size);
 #endif
 
 #endif

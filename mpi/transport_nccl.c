@@ -80,6 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_plugin.h"
 #include "nccl_comm.h"
 #include "op_watch.h"
 
@@ -458,7 +459,10 @@ static ds_status open_parts(nccl_transport *t)
     return ds_op_watch_create(&sc, &t->sum_watch);
 }
 
-ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out)
+/* The plugin's entry (src/backend_plugin.h); the program calls it through
+ * ds_transport_nccl_create (transport_nccl_load.c). */
+DS_PLUGIN_EXPORT ds_status ds_transport_nccl_open(const ds_transport_cfg *c, ds_transport **out);
+ds_status ds_transport_nccl_open(const ds_transport_cfg *c, ds_transport **out)
 {
     *out = NULL;
     if (!c->be->native_queue || !c->be->native_queue(c->ctx))

@@ -2,21 +2,24 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_plugin.h"
 
 extern const ds_backend ds_cpu_backend;
-#ifdef DS_HAVE_CUDA_BACKEND
-extern const ds_backend ds_cuda_backend;
-#endif
 
 const ds_backend *ds_backend_get(const char *name)
 {
     if (strcmp(name, "cpu") == 0)
         return &ds_cpu_backend;
-#ifdef DS_HAVE_CUDA_BACKEND
-    if (strcmp(name, "cuda") == 0)
-        return &ds_cuda_backend;
-#endif
+    if (strcmp(name, "cuda") == 0)   /* loaded from its plugin at the first ask */
+        return ds_backend_plugin_cuda();
     return NULL;
+}
+
+const char *ds_backend_missing(const char *name)
+{
+    if (strcmp(name, "cuda") == 0 && !ds_backend_get(name))
+        return ds_backend_plugin_error();
+    return ds_backend_get(name) ? "" : "no such backend (cpu or cuda)";
 }
 
 int ds_backend_cell_gates(ds_cell cell)

@@ -474,8 +474,13 @@ typedef struct ds_backend {
             return ds_r_st_;                                                                  \
     } while (0)
 
-/* The backend named name ("cpu", "cuda"), or NULL when not built in. */
+/* The backend named name ("cpu", "cuda"), or NULL when not built in or,
+ * for cuda, when its plugin could not be loaded (src/backend_plugin.h). */
 const ds_backend *ds_backend_get(const char *name);
+
+/* Why ds_backend_get(name) is NULL, as a sentence for an error message
+ * (the plugin's file and the loader's cause for cuda); "" when it is not. */
+const char *ds_backend_missing(const char *name);
 
 /* The dtype of each buffer role for a run's precision (the compute dtype):
  * fp32 {F32, F32, F32, F64}, fp64 all F64, fp16 {F16, F32, F32, F64},

@@ -6,6 +6,9 @@
 #   SIGXFSZ's 153), no temporary left;
 # - an address-space limit (ulimit -v): dstrain version and a small train
 #   with 16 BLAS threads asked end in seconds, working or naming the sizes;
+# - a CUDA build's plugin that cannot be loaded (too little address space,
+#   a library missing, not this build's, cut short, not there): an error
+#   that says why, exit 1, and the CPU path runs without the CUDA libraries;
 # - eval of a file whose every utterance is too short: an error, not WER 0;
 # - transcribe of a float WAV with a NaN sample: refused, naming it;
 # - a --train path with a newline: one data= line in the recorded options;
@@ -53,15 +56,10 @@ out=$( (ulimit -f 1; "$bin" bench --model tiny --synthetic --steps 2 --warmup 1 
 if [ "$rc" -eq 1 ] && grep -q 'b.json' <<<"$out" && grep -qi 'too large' <<<"$out" && no_tmp .; then ok
 else bad "bench --out over ulimit -f: exit $rc, tmp: $(find . -name '*.tmp*'): $(tail -n 2 <<<"$out")"; fi
 
-# --- ulimit -v (KiB): ends in seconds, works or names the sizes. With CUDA
-# libraries linked, the loader maps them first and refuses below ~900 MB
-# (its own message: docs/troubleshooting.md); those limits are skipped there.
-# (ldd's whole output first: grep -q closing the pipe early made ldd die of
-# SIGPIPE, and under pipefail a CUDA build looked like a CPU one)
-libs=$(ldd "$bin" 2>/dev/null)
-cuda=0; [[ $libs == *libcudart* || $libs == *libcublas* ]] && cuda=1
+# --- ulimit -v (KiB): ends in seconds, works or names the sizes. A CUDA
+# build maps no CUDA library until --device cuda asks for its plugin, so the
+# same limits hold for it.
 for kib in 250000 1300000 2500000 4000000; do
-  [ "$cuda" = 1 ] && [ "$kib" -lt 1300000 ] && continue
   for what in version train; do
     if [ "$what" = version ]; then cmd=("$bin" version)
     else cmd=("$bin" train --model tiny --synthetic --steps 2 --batch 2 --max-frames 100); fi
@@ -72,6 +70,63 @@ for kib in 250000 1300000 2500000 4000000; do
     else bad "$what under ulimit -v $kib: exit $rc after $took s (137: killed, it hung): $(tail -n 2 <<<"$out")"; fi
   done
 done
+
+# --- the CUDA plugin that cannot be loaded (a CUDA build only): an error
+# from dstrain that says why, exit 1, never the loader's line or a signal
+plugin=$(dirname "$bin")/libdstrain_cuda.so
+if [ -e "$plugin" ]; then
+  cuda_train=("$bin" train --model tiny --synthetic --steps 1 --batch 2 --max-frames 100 --device cuda)
+  # too little address space for its libraries: the sizes and what to do
+  out=$( (ulimit -v 640000; timeout -s KILL 60 "${cuda_train[@]}") 2>&1); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'ulimit -v' <<<"$out" && grep -q 'libcublasLt[^ ]* [0-9]* MiB' <<<"$out" &&
+     grep -q -- '--device cpu' <<<"$out" && ! grep -q 'error while loading shared libraries' <<<"$out"; then ok
+  else bad "--device cuda under ulimit -v 640000: exit $rc: $(tail -n 2 <<<"$out")"; fi
+  out=$( (ulimit -v 640000; timeout -s KILL 60 "$bin" version) 2>&1); rc=$?
+  if [ "$rc" -eq 0 ] && grep -q '^cuda: .*not loaded: .*address-space limit' <<<"$out" &&
+     grep -q '^nccl: .*not loaded' <<<"$out"; then ok
+  else bad "version under ulimit -v 640000: exit $rc: $(grep -E '^(cuda|nccl):' <<<"$out")"; fi
+  # a plugin that is not this build's, one cut short, one that is not there
+  zlib=$(ldd "$bin" | awk '/libz\.so/{print $3; exit}')
+  out=$(DSTRAIN_CUDA_PLUGIN=$zlib "${cuda_train[@]}" 2>&1); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'another build' <<<"$out"; then ok
+  else bad "DSTRAIN_CUDA_PLUGIN=libz: exit $rc: $(tail -n 1 <<<"$out")"; fi
+  head -c 1000000 "$plugin" >cut.so
+  out=$(DSTRAIN_CUDA_PLUGIN=$PWD/cut.so "${cuda_train[@]}" 2>&1); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'cut.so is cut short' <<<"$out" &&
+     grep -q -- '--device cpu runs without it' <<<"$out"; then ok
+  else bad "a plugin cut short: exit $rc (135: SIGBUS): $(tail -n 1 <<<"$out")"; fi
+  head -c 40 "$plugin" >stub.so   # not even its ELF header: the loader's own words
+  out=$(DSTRAIN_CUDA_PLUGIN=$PWD/stub.so "${cuda_train[@]}" 2>&1); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'cannot load the CUDA backend from .*stub.so: .*too short' <<<"$out"; then ok
+  else bad "a plugin of 40 bytes: exit $rc: $(tail -n 1 <<<"$out")"; fi
+  out=$(DSTRAIN_CUDA_PLUGIN=$PWD/none.so "${cuda_train[@]}" 2>&1); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'DSTRAIN_CUDA_PLUGIN=.*none.so: cannot read it' <<<"$out"; then ok
+  else bad "DSTRAIN_CUDA_PLUGIN naming no file: exit $rc: $(tail -n 1 <<<"$out")"; fi
+  # cuBLASLt's folder hidden (a private mount namespace, as root): the
+  # library named with where the loader looked; the CPU path still runs
+  libdir=$(ldd "$plugin" 2>/dev/null | awk '/libcublasLt/{print $3}')
+  libdir=${libdir%/*}
+  if [ -n "$libdir" ] && unshare -m true 2>/dev/null; then
+    out=$(unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh "$libdir" "${cuda_train[@]}" 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && grep -q 'cannot open shared object file' <<<"$out" &&
+       grep -q 'the dynamic loader did not find lib[a-zA-Z]*\.so' <<<"$out" &&
+       grep -q 'LD_LIBRARY_PATH' <<<"$out"; then ok
+    else bad "--device cuda with $libdir hidden: exit $rc: $(tail -n 1 <<<"$out")"; fi
+    out=$(unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh "$libdir" \
+          "$bin" train --model tiny --synthetic --steps 1 --batch 2 --max-frames 100 2>&1); rc=$?
+    if [ "$rc" -eq 0 ]; then ok
+    else bad "the CPU path with $libdir hidden: exit $rc: $(tail -n 1 <<<"$out")"; fi
+    # cuBLASLt cut short (an install that did not finish): named, no SIGBUS
+    lt=$(readlink -f "$(ldd "$plugin" | awk '/libcublasLt/{print $3}')")
+    head -c 1000000 "$lt" >cut-lt.so
+    out=$(unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$PWD/cut-lt.so" "$lt" \
+          "${cuda_train[@]}" 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "libcublasLt.*is cut short" <<<"$out"; then ok
+    else bad "--device cuda with cuBLASLt cut short: exit $rc (135: SIGBUS): $(tail -n 1 <<<"$out")"; fi
+  else
+    echo "note: the hidden-library cases need unshare -m (root): not run"
+  fi
+fi
 
 # --- eval with nothing to score
 "$py" - <<'EOF'

@@ -5,7 +5,10 @@
 # rnn_fwd's output inside the harness: the run must fail and name the op.
 file(GLOB PARITY_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/parity/*.c)
 add_executable(parity_ops ${PARITY_SOURCES})
-target_link_libraries(parity_ops PRIVATE dstrain_core)
+# dstrain_dist: the CUDA plugin, which it may load, takes the NCCL
+# transport's needs (world, watchdog, MPI) from the program
+target_link_libraries(parity_ops PRIVATE dstrain_dist)
+dstrain_plugin_host(parity_ops)
 
 # float16/bfloat16: the CPU's emulated tables (ops_half.inc) and the CUDA
 # backend's 16-bit tables (cuda/README.md), each against cpu float64.
