@@ -531,6 +531,11 @@ int main(int argc, char **argv)
     ds_reduce_describe(nccl, sizeof nccl);
     if (strstr(nccl, "not built"))
         skip(&w, "no CUDA device (this build has no NCCL transport)");
+    if (!be) {   /* built with NCCL, and the CUDA plugin would not load: a failure */
+        fprintf(stderr, "test_nccl_transport: --device cuda: %s\n", ds_backend_missing("cuda"));
+        ds_world_finalize(&w);
+        return 1;
+    }
     if (!be || gpus == 0)
         skip(&w, "no CUDA device");
     if (gpus > 1 && w.local_size > gpus) {

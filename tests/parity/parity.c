@@ -183,6 +183,12 @@ static void skip_if_unusable(const ds_backend *be, const char *name)
 {
     char why[96], up[32];
     size_t i = 0;
+#ifdef DS_HAVE_CUDA_BACKEND
+    if (!be && !strcmp(name, "cuda")) {   /* built, and its plugin would not load: a failure */
+        fprintf(stderr, "FAIL: --device cuda: %s\n", ds_backend_missing(name));
+        exit(1);
+    }
+#endif
     if (!be) {
         snprintf(why, sizeof why, "backend %s not built", name);
         skip(why);

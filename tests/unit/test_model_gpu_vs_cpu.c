@@ -523,6 +523,12 @@ int main(int argc, char **argv)
         return 2;
     }
     be_test = ds_backend_get(name);
+#ifdef DS_HAVE_CUDA_BACKEND
+    if (!be_test && !strcmp(name, "cuda")) {   /* built, and its plugin would not load */
+        fprintf(stderr, "FAIL: --device cuda: %s\n", ds_backend_missing(name));
+        return 1;
+    }
+#endif
     if (!be_test || be_test->device_count() < 1) {
         if (!strcmp(name, "cuda"))
             printf("skipped: no CUDA device (%s)\n",

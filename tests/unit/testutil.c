@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "convert.h"
 
@@ -36,6 +37,12 @@ const ds_backend *t_backend(const char *name)
     if (!name || !*name)
         name = env && *env ? env : "cpu";
     const ds_backend *be = ds_backend_get(name);
+#ifdef DS_HAVE_CUDA_BACKEND
+    if (!be && !strcmp(name, "cuda")) {   /* built, and its plugin would not load: a failure */
+        fprintf(stderr, "FAIL: --device cuda: %s\n", ds_backend_missing(name));
+        exit(1);
+    }
+#endif
     if (!be) {
         printf("skipped: backend %s not built\n", name);
         fflush(stdout);
