@@ -468,8 +468,8 @@ static int open_mem(ds_world *w, const bench_opts *o, bench_mem *m, size_t max_c
     const size_t es = ds_dtype_size(o->dt), n = max_count + 2 * GUARD;
     ds_status st;
     if (!m->be) {
-        fprintf(stderr, PROG ": rank %d: --device %s: this build has no %s backend\n", g_rank,
-                o->device, o->device);
+        fprintf(stderr, PROG ": rank %d: --device %s: %s\n", g_rank, o->device,
+                ds_backend_missing(o->device));
         return 0;
     }
     if (o->transport == DS_REDUCE_NCCL &&   /* NCCL refuses ranks sharing a device */

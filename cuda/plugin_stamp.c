@@ -4,4 +4,5 @@
 #include "build_info.h"
 
 DS_PLUGIN_EXPORT const char ds_cuda_plugin_stamp[] = DSTRAIN_VERSION " " DSTRAIN_GIT_REV;
-DS_PLUGIN_EXPORT const size_t ds_cuda_plugin_seam_size = sizeof(ds_backend);
+DS_PLUGIN_EXPORT const size_t ds_cuda_plugin_seam_sizes[DS_BACKEND_PLUGIN_SEAM_SIZES] =
+    DS_BACKEND_PLUGIN_SEAM;

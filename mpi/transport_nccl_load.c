@@ -23,9 +23,11 @@ ds_status ds_transport_nccl_create(const ds_transport_cfg *c, ds_transport **out
 
 void ds_transport_nccl_describe(char *buf, size_t size)
 {
-    nccl_describe_fn describe = (nccl_describe_fn)ds_backend_plugin_symbol("ds_nccl_describe");
+    /* only a loaded plugin: a CPU run (bench's environment record) maps no CUDA library */
+    nccl_describe_fn describe = ds_backend_plugin_loaded()
+        ? (nccl_describe_fn)ds_backend_plugin_symbol("ds_nccl_describe") : NULL;
     if (describe)
         describe(buf, size);
     else
-        snprintf(buf, size, "nccl:     built into the CUDA plugin, which is not loaded (cuda, above)");
+        snprintf(buf, size, "nccl:     built into the CUDA plugin, which this run has not loaded");
 }

@@ -3,6 +3,7 @@
 #include "address_space.h"
 
 #include <elf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -53,18 +54,26 @@ unsigned long long ds_address_space_elf_span(const char *path, int *cut)
         eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 4096) {
         for (unsigned i = 0; i < eh.e_phnum; i++) {
             Elf64_Phdr ph;
-            if (!read_at(f, (long)(eh.e_phoff + i * sizeof ph), &ph, sizeof ph)) {
+            unsigned long long at, file_end, mem_end;
+            /* a header past the file, or sums that wrap: malformed, span 0 */
+            if (__builtin_add_overflow(eh.e_phoff, (unsigned long long)i * sizeof ph, &at) ||
+                at > (unsigned long long)LONG_MAX || !read_at(f, (long)at, &ph, sizeof ph)) {
                 hi = 0;
                 break;
             }
             if (ph.p_type != PT_LOAD)
                 continue;
-            if (cut && size >= 0 && ph.p_offset + ph.p_filesz > (unsigned long long)size)
+            if (__builtin_add_overflow(ph.p_offset, ph.p_filesz, &file_end) ||
+                __builtin_add_overflow(ph.p_vaddr, ph.p_memsz, &mem_end) || ph.p_filesz > ph.p_memsz) {
+                hi = 0;
+                break;
+            }
+            if (cut && size >= 0 && file_end > (unsigned long long)size)
                 *cut = 1;
             if (ph.p_vaddr < lo)
                 lo = ph.p_vaddr;
-            if (ph.p_vaddr + ph.p_memsz > hi)
-                hi = ph.p_vaddr + ph.p_memsz;
+            if (mem_end > hi)
+                hi = mem_end;
         }
     }
     fclose(f);

@@ -49,7 +49,10 @@ static int find_plugin(char *path, size_t size)
 {
     const char *env = getenv("DSTRAIN_CUDA_PLUGIN");
     if (env && *env) {
-        snprintf(path, size, "%s", env);
+        /* its real path: dlopen of a name without a '/' would search the
+         * library folders, not the file checked here */
+        char real[PATH_MAX];
+        snprintf(path, size, "%s", realpath(env, real) ? real : env);
         if (access(path, R_OK) == 0)
             return 1;
         snprintf(why, sizeof why, "DSTRAIN_CUDA_PLUGIN=%s: cannot read it (%m); unset it to use "
@@ -162,6 +165,11 @@ static void explain_dlerror(const char *plugin, const char *err)
             snprintf(more, sizeof more, "the system refused the memory to map %s (a memory limit "
                      "of the job or its cgroup, or vm.overcommit_memory=2)", lib[0] ? lib : "it");
         hint = more;
+    } else if (strstr(err, "undefined symbol: ds_")) {
+        snprintf(more, sizeof more, "the plugin needs a symbol of dstrain's that this program "
+                 "does not export: a program not linked as a plugin host (CMakeLists.txt: "
+                 "dstrain_plugin_host), or a plugin from another build");
+        hint = more;
     } else if (strstr(err, "undefined symbol") || strstr(err, "version `")) {
         snprintf(more, sizeof more, "a CUDA library found at run time is older than the one this "
                  "build was linked against (CUDA %s, cuBLAS %s, cuDNN %s, NCCL %s), or the plugin "
@@ -173,17 +181,19 @@ static void explain_dlerror(const char *plugin, const char *err)
              "without it", plugin, err, hint[0] ? ": " : "", hint);
 }
 
-/* 1 when the plugin is this build's (same version, revision and seam). */
+/* 1 when the plugin is this build's (same version, revision and seam sizes). */
 static int same_build(const char *plugin)
 {
     const char *stamp = dlsym(handle, DS_BACKEND_PLUGIN_STAMP_SYMBOL);
     const size_t *seam = dlsym(handle, DS_BACKEND_PLUGIN_SEAM_SYMBOL);
     const char *mine = DSTRAIN_VERSION " " DSTRAIN_GIT_REV;
-    if (stamp && seam && !strcmp(stamp, mine) && *seam == sizeof(ds_backend))
+    const size_t sizes[DS_BACKEND_PLUGIN_SEAM_SIZES] = DS_BACKEND_PLUGIN_SEAM;
+    if (stamp && seam && !strcmp(stamp, mine) && !memcmp(seam, sizes, sizeof sizes))
         return 1;
-    snprintf(why, sizeof why, "%s comes from another build (%s, seam of %zu bytes) than this "
-             "program (%s, %zu bytes): use the plugin built with it", plugin,
-             stamp ? stamp : "no build stamp", seam ? *seam : (size_t)0, mine, sizeof(ds_backend));
+    snprintf(why, sizeof why, "%s comes from another build (%s, seam of %zu/%zu/%zu bytes) than "
+             "this program (%s, %zu/%zu/%zu bytes): use the plugin built with it", plugin,
+             stamp ? stamp : "no build stamp", seam ? seam[0] : 0, seam ? seam[1] : 0,
+             seam ? seam[2] : 0, mine, sizes[0], sizes[1], sizes[2]);
     return 0;
 }
 
@@ -198,11 +208,14 @@ static void load(void)
         explain_dlerror(plugin, err ? err : "unknown error");
         return;
     }
-    if (!same_build(plugin))
-        return;
-    cuda = dlsym(handle, "ds_cuda_backend");
-    if (!cuda)
-        snprintf(why, sizeof why, "%s has no ds_cuda_backend: not a dstrain CUDA plugin", plugin);
+    const ds_backend *be = same_build(plugin) ? dlsym(handle, "ds_cuda_backend") : NULL;
+    __atomic_store_n(&cuda, be, __ATOMIC_RELEASE);   /* ds_backend_plugin_loaded reads it unlocked */
+    if (!be) {   /* not ours: closed, nothing of it kept */
+        if (!why[0])
+            snprintf(why, sizeof why, "%s has no ds_cuda_backend: not a dstrain CUDA plugin", plugin);
+        dlclose(handle);
+        handle = NULL;
+    }
 }
 
 #else
@@ -228,5 +241,12 @@ void *ds_backend_plugin_symbol(const char *name)
 
 const char *ds_backend_plugin_error(void)
 {
+    pthread_once(&once, load);   /* asked before any load: the answer after one */
     return cuda ? "" : why;
+}
+
+int ds_backend_plugin_loaded(void)
+{
+    /* the once has run when handle or why is set; read after it alone */
+    return __atomic_load_n(&cuda, __ATOMIC_ACQUIRE) != NULL;
 }

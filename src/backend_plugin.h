@@ -38,11 +38,18 @@ void *ds_backend_plugin_symbol(const char *name);
  * cause, with what to do; "" when it loaded or was never asked for. */
 const char *ds_backend_plugin_error(void);
 
+/* 1 when the CUDA backend is loaded already; never loads it (a CPU run's
+ * `nccl:` description must not map the CUDA libraries). */
+int ds_backend_plugin_loaded(void);
+
 /* What the plugin exports beside ds_cuda_backend, for the loader to refuse
  * one from another build by name: its version and revision (build_info.h)
- * and the size of the seam it fills. */
+ * and the sizes of the seam's structures it fills (a dirty tree's revision
+ * does not change when they do). */
 #define DS_BACKEND_PLUGIN_STAMP_SYMBOL "ds_cuda_plugin_stamp"
-#define DS_BACKEND_PLUGIN_SEAM_SYMBOL "ds_cuda_plugin_seam_size"
+#define DS_BACKEND_PLUGIN_SEAM_SYMBOL "ds_cuda_plugin_seam_sizes"
+#define DS_BACKEND_PLUGIN_SEAM_SIZES 3
+#define DS_BACKEND_PLUGIN_SEAM {sizeof(ds_backend), sizeof(ds_ops), sizeof(ds_dropout_key)}
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 # dstrain bench on the tiny preset on the CPU, as a user runs it: the JSON
 # and CSV are well formed and agree; warm-up steps are not timed (a step made
 # 0.5 s slower with DSTRAIN_FAULT=slow shows only when it is a timed one);
-# forward-only steps are cheaper than training steps; --profile layers names
+# forward-only steps do less than a third of training's work; --profile layers names
 # every layer and its times fit in the step; --batch max finds the limit an
 # artificial memory cap sets (the batch it names fits, one more does not);
 # under mpiexec -np 2 the results count both ranks.
@@ -59,8 +59,10 @@ DSTRAIN_FAULT=slow:0:4 run --batch 2 --warmup 2 --steps 3 --out t.json >/dev/nul
 
 # 3. forward-only against training steps, one process each
 run --batch 4 --mode train,forward --warmup 2 --steps 5 --out m.json >/dev/null 2>&1 || bad "train,forward"
-[ "$(field m.json "[x['mode'] for x in d['results']] == ['train', 'forward'] and d['results'][1]['step_ms'] < d['results'][0]['step_ms'] and d['results'][1]['flops_per_step'] * 2.5 < d['results'][0]['flops_per_step']")" = True ] &&
-  ok || bad "forward is not cheaper than train: $(field m.json "[(x['mode'], x['step_ms']) for x in d['results']]")"
+# (cheaper in work, counted; its time is measured, not asserted: on the tiny
+# preset a step is milliseconds, and a loaded machine reversed the order once)
+[ "$(field m.json "[x['mode'] for x in d['results']] == ['train', 'forward'] and d['results'][1]['step_ms'] > 0 and d['results'][1]['flops_per_step'] * 2.5 < d['results'][0]['flops_per_step']")" = True ] &&
+  ok || bad "forward is not cheaper than train: $(field m.json "[(x['mode'], x['step_ms'], x['flops_per_step']) for x in d['results']]")"
 
 # 4. per-layer profile and its trace
 run --batch 4 --warmup 1 --steps 3 --profile layers --trace trace.json --out p.json >p.txt 2>&1 || bad "--profile layers: $(cat p.txt)"

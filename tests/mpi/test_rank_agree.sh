@@ -63,13 +63,14 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 
 # --- a copy of the binary of another version, and one of another build:
-# the text the check compares, one character changed
+# the text the check compares, one character changed (the build text is a
+# string of its own, after a NUL: messages that name the versions are not it)
 ver=$("$bin" version | awk 'NR == 1 {print $2}')
 "$py" - "$bin" "$work/dstrain-ver" "$work/dstrain-build" "$ver" <<'PY'
 import re, sys
 b = open(sys.argv[1], "rb").read()
 v = re.escape(sys.argv[4].encode())
-for out, pat in ((sys.argv[2], rb"dstrain " + v + rb" \("), (sys.argv[3], rb"[A-Za-z]+, [^\0]* CUDA [^\0]*, NCCL [^\0]*\0")):
+for out, pat in ((sys.argv[2], rb"dstrain " + v + rb" \("), (sys.argv[3], rb"(?<=\0)[A-Za-z]+, [^\0]* CUDA [^\0]*, NCCL [^\0]*\0")):
     m = [x.start() for x in re.finditer(pat, b)]
     if len(m) != 1:
         sys.exit(f"{out}: {len(m)} places to change, not 1")

@@ -47,7 +47,6 @@ if(DSTRAIN_NCCL)
   add_executable(test_nccl_transport nccl/test_nccl_transport.c)
   # CUDA::cudart: the overlap case holds a bucket back with cudaLaunchHostFunc
   target_link_libraries(test_nccl_transport PRIVATE dstrain_testutil CUDA::cudart)
-  dstrain_plugin_host(test_nccl_transport)
 
   add_test(NAME nccl_one_rank COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_nccl_transport>)
   add_test(NAME nccl_ranks_1
