@@ -42,6 +42,8 @@ typedef struct {
     int n_steps;
     double *step_ms;              /* [n_steps] rank 0's timed steps (wall clock) */
     double frames_per_step;       /* input frames of the global batch, mean over timed steps */
+    double pad_share;             /* of the frames rank 0's batches hold (padded to a batch's
+                                   * longest, or a bucket), the share that is padding; mean */
     double audio_s;               /* seconds of audio in the timed steps, all ranks */
     double flops_per_step;        /* model FLOPs of the global batch (ds_bench_flops), mean */
     size_t mem_bytes;             /* backend memory held after the timed steps: the run's peak,

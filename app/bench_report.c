@@ -127,6 +127,7 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
         cJSON_AddItemToObject(o, "step_ms_all", numbers(r->step_ms, r->n_steps));
         cJSON_AddNumberToObject(o, "audio_s_per_s", r->audio_s / (total_ms / 1e3));
         cJSON_AddNumberToObject(o, "frames_per_step", r->frames_per_step);
+        cJSON_AddNumberToObject(o, "pad_share", r->pad_share);
         cJSON_AddNumberToObject(o, "flops_per_step", r->flops_per_step);
         cJSON_AddNumberToObject(o, "flop_per_s", r->flops_per_step / (ms.median / 1e3));
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->mem_bytes);
@@ -143,7 +144,12 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
     cJSON *run = cJSON_AddObjectToObject(o, "config");
     cJSON_AddStringToObject(run, "data", c->run.train_path ? c->run.train_path : "synthetic");
     cJSON_AddStringToObject(run, "length_dist", c->dist == DS_LEN_LIBRISPEECH ? "librispeech" : "read");
+    /* how the batches' utterances were put together: a file's by the sampler
+     * (sorted), LibriSpeech lengths as it would (ds_synthetic_sorted_lengths) */
+    cJSON_AddStringToObject(run, "batch_formation",
+                            c->run.train_path || c->dist == DS_LEN_LIBRISPEECH ? "sorted" : "random");
     cJSON_AddNumberToObject(run, "max_frames", c->run.max_frames);
+    cJSON_AddNumberToObject(run, "bucket_frames", c->run.bucket_frames);
     cJSON_AddNumberToObject(run, "seed", (double)c->run.seed);
     cJSON_AddBoolToObject(run, "tf32", c->run.compute.tf32);
     cJSON_AddBoolToObject(run, "deterministic", c->run.compute.deterministic);

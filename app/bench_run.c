@@ -36,6 +36,33 @@ typedef struct {
 
 /* ---- batches ---- */
 
+/* The pool's global batches [n_pool] of global utterances, lengths drawn
+ * from --length-dist; LibriSpeech lengths formed as the sampler forms
+ * batches, from a sorted sample (ds_synthetic_sorted_lengths), as
+ * bench/pytorch_ds2.py forms them. */
+static ds_status draw_globals(bench_state *s, ds_rng *rng, int global, int labels, int cap_t)
+{
+    const ds_train_opts *o = &s->c->run;
+    int *sorted = NULL;
+    ds_status st = DS_OK;
+    if (s->c->dist == DS_LEN_LIBRISPEECH) {
+        sorted = malloc((size_t)s->n_pool * global * sizeof *sorted);
+        st = sorted ? ds_synthetic_sorted_lengths(rng, &o->model, global, s->n_pool, o->max_frames,
+                                                  s->c->dist, sorted)
+                    : DS_FAIL(DS_ERR_MEM, "bench: %d x %d lengths", s->n_pool, global);
+    }
+    for (int k = 0; st == DS_OK && k < s->n_pool; k++) {
+        st = ds_batch_alloc(&s->global[k], global, cap_t, o->model.n_features, global * labels);
+        if (st == DS_OK)
+            st = sorted ? ds_synthetic_batch_of(rng, &o->model, global, sorted + (size_t)k * global,
+                                                &s->global[k])
+                        : ds_synthetic_batch_dist(rng, &o->model, global, o->max_frames, s->c->dist,
+                                                  &s->global[k]);
+    }
+    free(sorted);
+    return st;
+}
+
 static ds_status draw_pool(bench_state *s)
 {
     const ds_train_opts *o = &s->c->run;
@@ -44,14 +71,18 @@ static ds_status draw_pool(bench_state *s)
     const int global = o->batch * s->r.ranks.ranks,
               labels = ds_synthetic_max_labels(&o->model, o->max_frames);
     s->n_pool = s->c->warmup + s->c->steps + 1 < POOL ? s->c->warmup + s->c->steps + 1 : POOL;
+    /* room for a bucket's rounding (--bucket-frames) */
+    const int cap_t = ds_batch_round_frames(o->max_frames, ds_train_round_frames(o));
+    DS_TRY(draw_globals(s, &rng, global, labels, cap_t));
     for (int k = 0; k < s->n_pool; k++) {
-        DS_TRY(ds_batch_alloc(&s->global[k], global, o->max_frames, o->model.n_features, global * labels));
-        DS_TRY(ds_synthetic_batch_dist(&rng, &o->model, global, o->max_frames, s->c->dist, &s->global[k]));
-        if (s->r.ranks.ranks == 1)
+        if (s->r.ranks.ranks == 1) {
+            DS_TRY(ds_train_round_batch(o, &s->global[k]));
             continue;
-        DS_TRY(ds_batch_alloc(&s->share[k], o->batch, o->max_frames, o->model.n_features, global * labels));
+        }
+        DS_TRY(ds_batch_alloc(&s->share[k], o->batch, cap_t, o->model.n_features, global * labels));
         DS_TRY(ds_batch_alloc_global(&s->share[k], global));
         DS_TRY(ds_batch_slice(&s->global[k], s->r.ranks.rank * o->batch, o->batch, &s->share[k]));
+        DS_TRY(ds_train_round_batch(o, &s->share[k]));
         s->share[k].n_global = global;
         memcpy(s->share[k].global_lengths, s->global[k].lengths, (size_t)global * sizeof(int));
     }
@@ -88,6 +119,10 @@ static void count_batch(bench_state *s, const ds_batch *b, const ds_batch *globa
     for (int i = 0; i < n; i++)
         frames += len[i];
     s->res->frames_per_step += frames;
+    long own = 0;
+    for (int i = 0; i < b->n; i++)
+        own += b->lengths[i];
+    s->res->pad_share += b->n && b->t ? 1.0 - (double)own / ((double)b->n * b->t) : 0;
     s->res->audio_s += frames * s->r.data.feat.window_stride_s;
     s->res->flops_per_step += ds_bench_flops(&s->c->run.model, len, n, s->c->mode);
 }
@@ -234,6 +269,7 @@ static ds_status finish(bench_state *s)
     const ds_backend *be = s->r.m.be;
     const int n = res->n_steps;
     res->frames_per_step /= n;
+    res->pad_share /= n;
     res->flops_per_step /= n;
     for (int i = 0; i < res->n_layers; i++)
         for (int k = 0; k < 2; k++)

@@ -29,6 +29,15 @@ int ds_cli_load_model(const char *cmd, const char *preset, const char *config_fi
 /* Whole-string number in [lo, hi] (NaN refused) for --flag of dstrain cmd;
  * prints the error and returns -1 otherwise. */
 int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* --bucket-frames, which train and bench share (app/train_data.c). */
+#define DS_CLI_BUCKET_FRAMES_HELP                                                           \
+    "pad each batch to a multiple of N output frames (N x the conv stack's time stride "  \
+    "input frames), not just to its longest utterance: a small, bounded set of shapes for " \
+    "the GPU; the CPU's results are the same bit for bit (`test_bucket_padding`). 0: off, " \
+    "until a GPU run has shown it faster"
+
+/* The same for a count: a whole number (--batch 1.5 is refused, not cut to 1). */
+int ds_cli_count(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* fp32 | fp64 | fp16 | bf16 for --flag of dstrain cmd; -1 (printed) otherwise. */
 int ds_cli_precision(const char *cmd, const char *flag, const char *s, ds_dtype *out);
 

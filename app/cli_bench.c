@@ -42,7 +42,7 @@ typedef struct {
 enum {
     O_MODEL = 256, O_CONFIG, O_SYNTH, O_MAX_FRAMES, O_DIST, O_DATA, O_DEVICE, O_BATCH, O_MAX_BATCH,
     O_PRECISION, O_MODE, O_TF32, O_DETERMINISTIC, O_MEM_LIMIT, O_SEED, O_WARMUP, O_STEPS,
-    O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT
+    O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT, O_BUCKET_FRAMES
 };
 
 /* The options of dstrain bench: its --help and its part of docs/cli.md
@@ -55,6 +55,8 @@ static const ds_flag bench_flags[] = {
     DS_FLAG_SWITCH(O_SYNTH, "synthetic", "generated speech-shaped batches (the default)"),
     DS_FLAG_ARG(O_MAX_FRAMES, "max-frames", "T", "400; 1700 with `--length-dist librispeech`",
                 "longest synthetic utterance, 10 ms frames"),
+    DS_FLAG_ARG(O_BUCKET_FRAMES, "bucket-frames", "N", "0",
+                DS_CLI_BUCKET_FRAMES_HELP),
     DS_FLAG_ARG(O_DIST, "length-dist", "D", "read",
                 "read | librispeech: how synthetic lengths spread (read: most near 3/4 of "
                 "--max-frames; librispeech: mostly 12 to 17 seconds)"),
@@ -143,7 +145,7 @@ static int parse_list(const char *flag, const char *arg, bench_args *a)
                 a->n_batches = 0;
                 return 0;
             }
-            if (ds_cli_num("bench", "batch", item[i], 1, 1e6, &v))
+            if (ds_cli_count("bench", "batch", item[i], 1, 1e6, &v))
                 return -1;
             a->batches[i] = (int)v;
             a->batch_max = 0;
@@ -193,9 +195,13 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_CONFIG: config = optarg; break;
         case O_SYNTH: synthetic = 1; break;
         case O_MAX_FRAMES:
-            bad = ds_cli_num("bench", "max-frames", optarg, 1, 1e6, &v);
+            bad = ds_cli_count("bench", "max-frames", optarg, 1, 1e6, &v);
             b->run.max_frames = (int)v;
             have_frames = 1;
+            break;
+        case O_BUCKET_FRAMES:
+            bad = ds_cli_count("bench", "bucket-frames", optarg, 0, 4096, &v);
+            b->run.bucket_frames = (int)v;
             break;
         case O_DIST:   /* in ds_len_dist's order */
             bad = ds_cli_choice("bench", "length-dist", optarg,
@@ -205,7 +211,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_DATA: b->run.train_path = optarg; break;
         case O_DEVICE: b->run.device = optarg; break;
         case O_BATCH: bad = parse_list("batch", optarg, a); break;
-        case O_MAX_BATCH: bad = ds_cli_num("bench", "max-batch", optarg, 1, 1e6, &v); a->max_bound = (int)v; break;
+        case O_MAX_BATCH: bad = ds_cli_count("bench", "max-batch", optarg, 1, 1e6, &v); a->max_bound = (int)v; break;
         case O_PRECISION: bad = parse_list("precision", optarg, a); break;
         case O_MODE: bad = parse_list("mode", optarg, a); break;
         case O_TF32: b->run.compute.tf32 = 1; break;
@@ -214,9 +220,9 @@ static int parse_bench(int argc, char **argv, bench_args *a)
             bad = ds_cli_num("bench", "mem-limit", optarg, 1, 1e9, &v);
             b->run.compute.mem_limit = (size_t)(v * 1048576);
             break;
-        case O_SEED: bad = ds_cli_num("bench", "seed", optarg, 0, 1.8e19, &v); b->run.seed = (uint64_t)v; break;
-        case O_WARMUP: bad = ds_cli_num("bench", "warmup", optarg, 1, 1e9, &v); b->warmup = (int)v; break;
-        case O_STEPS: bad = ds_cli_num("bench", "steps", optarg, 1, 1e9, &v); b->steps = (int)v; break;
+        case O_SEED: bad = ds_cli_count("bench", "seed", optarg, 0, 1.8e19, &v); b->run.seed = (uint64_t)v; break;
+        case O_WARMUP: bad = ds_cli_count("bench", "warmup", optarg, 1, 1e9, &v); b->warmup = (int)v; break;
+        case O_STEPS: bad = ds_cli_count("bench", "steps", optarg, 1, 1e9, &v); b->steps = (int)v; break;
         case O_PROFILE:   /* in ds_bench_profile's order */
             bad = ds_cli_choice("bench", "profile", optarg,
                                 (const char *const[]){"none", "layers", "kernels", NULL}, &pick);

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <hdf5.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,18 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     *out = strtod(s, &end);
     if (end == s || *end || !(*out >= lo && *out <= hi)) {   /* NaN fails both */
         fprintf(stderr, "dstrain %s: --%s %s: expected a number in [%g, %g]\n", cmd, flag, s, lo, hi);
+        return -1;
+    }
+    return 0;
+}
+
+int ds_cli_count(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    *out = strtod(s, &end);
+    if (end == s || *end || !(*out >= lo && *out <= hi) || *out != floor(*out)) {
+        fprintf(stderr, "dstrain %s: --%s %s: expected a whole number in [%g, %g]\n", cmd, flag, s,
+                lo, hi);
         return -1;
     }
     return 0;

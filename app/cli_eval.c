@@ -105,7 +105,7 @@ int ds_cli_eval(int argc, char **argv)
         case O_CHECKPOINT: ckpt = optarg; break;
         case O_DATA: data = optarg; break;
         case O_BATCH:
-            if (ds_cli_num("eval", "batch", optarg, 1, 1e6, &v))
+            if (ds_cli_count("eval", "batch", optarg, 1, 1e6, &v))
                 return 2;
             batch = (int)v;
             break;

@@ -79,12 +79,12 @@ static int parse_prep(int argc, char **argv, prep_args *a)
         case O_OUT: a->out = optarg; break;
         case O_FEATURES: st = ds_feature_type_parse(optarg, &a->o.feat.type); break;
         case O_N_MELS:
-            if (ds_cli_num("prep", "n-mels", optarg, 1, 512, &v))
+            if (ds_cli_count("prep", "n-mels", optarg, 1, 512, &v))
                 return 2;
             a->o.feat.n_mels = (int)v;
             break;
         case O_N_MFCC:
-            if (ds_cli_num("prep", "n-mfcc", optarg, 1, 512, &v))
+            if (ds_cli_count("prep", "n-mfcc", optarg, 1, 512, &v))
                 return 2;
             a->o.feat.n_mfcc = (int)v;
             break;
@@ -95,7 +95,7 @@ static int parse_prep(int argc, char **argv, prep_args *a)
             break;
         case O_ON_UNKNOWN: st = ds_transcript_policy_parse(optarg, &a->o.on_unknown); break;
         case O_THREADS:
-            if (ds_cli_num("prep", "threads", optarg, 1, 4096, &v))
+            if (ds_cli_count("prep", "threads", optarg, 1, 4096, &v))
                 return 2;
             a->o.threads = (int)v;
             break;

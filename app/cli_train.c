@@ -19,7 +19,7 @@ enum {
     O_MIN_DUR, O_MAX_DUR, O_NORM, O_SPECAUG, O_CKPT_DIR, O_CKPT_EVERY, O_ALLREDUCE,
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
     O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS,
-    O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH
+    O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH, O_BUCKET_FRAMES
 };
 
 /* The options of dstrain train: its --help and its part of docs/cli.md
@@ -57,6 +57,8 @@ static const ds_flag train_flags[] = {
     DS_FLAG_ARG(O_SYNTH_UTTS, "synthetic-utts", "N", "1024", "utterances in a synthetic epoch"),
     DS_FLAG_ARG(O_MAX_FRAMES, "max-frames", "T", "400",
                 "longest synthetic utterance in 10 ms frames"),
+    DS_FLAG_ARG(O_BUCKET_FRAMES, "bucket-frames", "N", "0",
+                DS_CLI_BUCKET_FRAMES_HELP),
     DS_FLAG_SECTION("run"),
     DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
     {.name = "precision", .has_arg = 1, .metavar = "P", .def = "fp32", .id = O_PRECISION,
@@ -175,6 +177,11 @@ static int num(const char *flag, const char *s, double lo, double hi, double *ou
     return ds_cli_num("train", flag, s, lo, hi, out);
 }
 
+static int count(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    return ds_cli_count("train", flag, s, lo, hi, out);
+}
+
 static int parse_precision(const char *flag, const char *s, ds_dtype *out)
 {
     return ds_cli_precision("train", flag, s, out);
@@ -215,8 +222,12 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_MODEL: preset = optarg; break;
         case O_CONFIG: config = optarg; break;
         case O_SYNTH: *synthetic = 1; break;
-        case O_SYNTH_UTTS: bad = num("synthetic-utts", optarg, 1, 1e9, &v); o->synthetic_utts = (int)v; break;
-        case O_MAX_FRAMES: bad = num("max-frames", optarg, 1, 1e6, &v); o->max_frames = (int)v; break;
+        case O_SYNTH_UTTS: bad = count("synthetic-utts", optarg, 1, 1e9, &v); o->synthetic_utts = (int)v; break;
+        case O_MAX_FRAMES: bad = count("max-frames", optarg, 1, 1e6, &v); o->max_frames = (int)v; break;
+        case O_BUCKET_FRAMES:
+            bad = count("bucket-frames", optarg, 0, 4096, &v);
+            o->bucket_frames = (int)v;
+            break;
         case O_TRAIN: o->train_path = optarg; break;
         case O_VAL: o->val_path = optarg; break;
         case O_MIN_DUR: bad = num("min-duration", optarg, 0, 1e6, &o->min_duration); break;
@@ -224,29 +235,29 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_NORM: bad = ds_feature_norm_parse(optarg, &o->norm) != DS_OK; break;
         case O_SPECAUG: o->aug = (ds_specaug){2, 27, 2, 40}; break;
         case O_CKPT_DIR: o->checkpoint_dir = optarg; break;
-        case O_MAX_BAD: bad = num("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
-        case O_KEEP: bad = num("keep", optarg, 0, 1e6, &v); o->checkpoint_keep = (int)v; break;
+        case O_MAX_BAD: bad = count("max-bad-steps", optarg, 0, 1e12, &v); o->max_bad_steps = (long)v; break;
+        case O_KEEP: bad = count("keep", optarg, 0, 1e6, &v); o->checkpoint_keep = (int)v; break;
         case O_RESUME: o->resume = optarg; break;
         case O_CKPT_ERROR:
             bad = ds_cli_choice("train", "checkpoint-error", optarg,
                                 (const char *const[]){"stop", "continue", NULL},
                                 &o->checkpoint_continue);
             break;
-        case O_CKPT_EVERY: bad = num("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
+        case O_CKPT_EVERY: bad = count("checkpoint-every", optarg, 0, 1e12, &v); o->checkpoint_every = (long)v; break;
         case O_CKPT_WRITE:
             bad = ds_cli_choice("train", "checkpoint-write", optarg,
                                 (const char *const[]){"background", "sync", NULL},
                                 &o->checkpoint_sync);
             break;
-        case O_LOADER_THREADS: bad = num("loader-threads", optarg, 1, 256, &v); o->loader_threads = (int)v; break;
-        case O_PREFETCH: bad = num("prefetch", optarg, 2, 1024, &v); o->prefetch = (int)v; break;
-        case O_VAL_EVERY: bad = num("val-every", optarg, 0, 1e12, &v); o->val_every = (long)v; break;
+        case O_LOADER_THREADS: bad = count("loader-threads", optarg, 1, 256, &v); o->loader_threads = (int)v; break;
+        case O_PREFETCH: bad = count("prefetch", optarg, 2, 1024, &v); o->prefetch = (int)v; break;
+        case O_VAL_EVERY: bad = count("val-every", optarg, 0, 1e12, &v); o->val_every = (long)v; break;
         case O_ALLREDUCE:
             bad = ds_reduce_kind_parse(optarg, &o->allreduce) != DS_OK;
             have_allreduce = 1;
             break;
         case O_BUCKET: bad = num("bucket-mb", optarg, 1e-6, 1e5, &o->bucket_mb); break;
-        case O_CHECK_SYNC: bad = num("check-sync", optarg, 0, 1e12, &v); o->check_sync = (long)v; break;
+        case O_CHECK_SYNC: bad = count("check-sync", optarg, 0, 1e12, &v); o->check_sync = (long)v; break;
         case O_LOCAL_BN: o->local_bn = 1; break;
         case O_TIMEOUT: bad = num("timeout", optarg, 0, 1e7, timeout); break;
         case O_DEVICE: o->device = optarg; break;
@@ -257,10 +268,10 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
             break;
         case O_DETERMINISTIC: o->compute.deterministic = 1; break;
         case O_TF32: o->compute.tf32 = 1; break;
-        case O_BATCH: bad = num("batch", optarg, 1, 1e6, &v); o->batch = (int)v; break;
-        case O_STEPS: bad = num("steps", optarg, 1, 1e12, &v); steps = (long)v; break;
-        case O_EPOCHS: bad = num("epochs", optarg, 1, 1e6, &v); o->epochs = (int)v; break;
-        case O_SEED: bad = num("seed", optarg, 0, 1.8e19, &v); o->seed = (uint64_t)v; break;
+        case O_BATCH: bad = count("batch", optarg, 1, 1e6, &v); o->batch = (int)v; break;
+        case O_STEPS: bad = count("steps", optarg, 1, 1e12, &v); steps = (long)v; break;
+        case O_EPOCHS: bad = count("epochs", optarg, 1, 1e6, &v); o->epochs = (int)v; break;
+        case O_SEED: bad = count("seed", optarg, 0, 1.8e19, &v); o->seed = (uint64_t)v; break;
         case O_OPTIMIZER: bad = ds_optim_parse_kind(optarg, &o->optim.kind) != DS_OK; break;
         case O_LR: bad = num("lr", optarg, 0, 1e3, &o->optim.lr); break;
         case O_MOMENTUM: bad = num("momentum", optarg, 0, 1, &o->optim.momentum); break;
@@ -269,7 +280,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_SCHEDULE: bad = ds_optim_parse_schedule(optarg, &o->optim.schedule) != DS_OK; break;
         case O_ANNEAL: bad = num("anneal", optarg, 1e-6, 1e6, &o->optim.anneal); break;
         case O_POLY: bad = num("poly-power", optarg, 0, 100, &o->optim.poly_power); break;
-        case O_WARMUP: bad = num("warmup", optarg, 0, 1e12, &v); o->optim.warmup_steps = (long)v; break;
+        case O_WARMUP: bad = count("warmup", optarg, 0, 1e12, &v); o->optim.warmup_steps = (long)v; break;
         case O_MAX_NORM: bad = num("max-norm", optarg, 0, 1e12, &o->optim.max_grad_norm); break;
         case O_LOSS_SCALE:
             if (!strcmp(optarg, "dynamic"))
@@ -278,11 +289,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
                 bad = num("loss-scale", optarg, 1, 1e30, &loss_scale);
             break;
         case O_SCALE_WINDOW:
-            bad = num("loss-scale-window", optarg, 1, 1e12, &window);
+            bad = count("loss-scale-window", optarg, 1, 1e12, &window);
             have_window = 1;
             break;
         case O_LOG: o->log_path = optarg; break;
-        case O_PRINT: bad = num("print-every", optarg, 0, 1e12, &v); o->print_every = (int)v; break;
+        case O_PRINT: bad = count("print-every", optarg, 0, 2147483647, &v); o->print_every = (int)v; break;
         case O_PROGRESS:
             bad = ds_cli_choice("train", "progress", optarg,
                                 (const char *const[]){"lines", "bar", "auto", NULL}, &o->progress);

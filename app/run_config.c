@@ -85,6 +85,8 @@ ds_status ds_run_config_text(const ds_train_opts *o, int ranks, const char *feat
               c->loss_scale_window);
     ds_kv_put(&t, "steps=%ld\nepochs=%d\nreduce_dtype=%s\nlocal_bn=%d\n", o->steps, o->epochs,
               ds_dtype_name(o->reduce_dtype), o->local_bn);
+    if (o->bucket_frames)   /* absent when off: as in checkpoints made before the option */
+        ds_kv_put(&t, "bucket_frames=%d\n", o->bucket_frames);
     if (t.full)
         return DS_FAIL(DS_ERR_ARG, "the run's configuration is over %zu characters", cap);
     return DS_OK;

@@ -37,6 +37,8 @@ typedef struct {
     ds_specaug aug;
     int synthetic_utts;        /* utterances in a synthetic epoch */
     int max_frames;            /* longest synthetic utterance */
+    int bucket_frames;         /* each batch padded to a multiple of this many output
+                                * frames (ds_train_round_frames); 0: to its longest */
     /* checkpoints */
     const char *checkpoint_dir;   /* NULL: none */
     long checkpoint_every;        /* steps; 0: at the end of each epoch */

@@ -33,34 +33,45 @@ static ds_status open_split(const ds_train_opts *o, const char *path, ds_dataset
     return DS_OK;
 }
 
+int ds_train_round_frames(const ds_train_opts *o)
+{
+    return o->bucket_frames > 0 ? o->bucket_frames * ds_config_time_stride(&o->model) : 0;
+}
+
+ds_status ds_train_round_batch(const ds_train_opts *o, ds_batch *b)
+{
+    return ds_batch_pad_to(b, ds_batch_round_frames(b->t, ds_train_round_frames(o)));
+}
+
 ds_status ds_train_data_open(run_data *d, const ds_train_opts *o, int rank, int ranks,
                              ds_model_limits *lim)
 {
     d->o = o;
     d->rank = rank;
     d->ranks = ranks;
+    const int round = ds_train_round_frames(o);
     if (!o->train_path) {
         d->feat = ds_feature_defaults();
-        lim->frames = o->max_frames;
+        lim->frames = ds_batch_round_frames(o->max_frames, round);
         lim->label_len = ds_synthetic_max_labels(&o->model, o->max_frames);
         ds_rng_seed(&d->rng, o->seed ^ 0xda7aULL);
         const int global = o->batch * d->ranks;
         d->per_epoch = (o->synthetic_utts + global - 1) / global;
-        DS_TRY(ds_batch_alloc(&d->synth_global, global, o->max_frames, o->model.n_features,
+        DS_TRY(ds_batch_alloc(&d->synth_global, global, lim->frames, o->model.n_features,
                               global * lim->label_len));
-        DS_TRY(ds_batch_alloc(&d->synth, o->batch, o->max_frames, o->model.n_features,
+        DS_TRY(ds_batch_alloc(&d->synth, o->batch, lim->frames, o->model.n_features,
                               o->batch * lim->label_len));
         return ds_batch_alloc_global(&d->synth, global);
     }
     DS_TRY(open_split(o, o->train_path, &d->train, &d->keep, &d->n_keep, &d->fs));
     d->feat = d->train->feat;
-    lim->frames = d->fs.max_frames;
+    lim->frames = ds_batch_round_frames(d->fs.max_frames, round);
     lim->label_len = d->fs.max_labels;
     if (o->val_path) {
         ds_filter_stats vs;
         DS_TRY(open_split(o, o->val_path, &d->val, &d->val_keep, &d->n_val, &vs));
         DS_TRY(ds_feature_check_same(o->train_path, &d->train->feat, o->val_path, &d->val->feat));
-        lim->frames = vs.max_frames > lim->frames ? vs.max_frames : lim->frames;
+        lim->frames = vs.max_frames > lim->frames ? vs.max_frames : lim->frames;   /* eval: unrounded */
         lim->label_len = vs.max_labels > lim->label_len ? vs.max_labels : lim->label_len;
     }
     int *frames = malloc((size_t)d->n_keep * sizeof *frames);
@@ -97,6 +108,7 @@ ds_status ds_train_data_epoch_begin(run_data *d, const run_position *pos, int ep
     ds_loader_cfg lc = {.data = d->train, .sampler = d->sampler, .rank = d->rank, .epoch = epoch,
                         .batch = o->batch,
                         .max_frames = d->fs.max_frames, .max_labels = d->fs.max_labels,
+                        .round_frames = ds_train_round_frames(o),
                         .norm = o->norm, .aug = o->aug, .seed = o->seed,
                         .depth = o->prefetch, .threads = o->loader_threads,
                         .first_batch = first, .timeout_s = o->world ? o->world->timeout_s : 0};
@@ -121,9 +133,10 @@ ds_status ds_train_data_next_batch(run_data *d, const ds_batch **b)
                               &d->synth_global));
     if (d->ranks == 1) {
         *b = &d->synth_global;
-        return DS_OK;
+        return ds_train_round_batch(d->o, &d->synth_global);
     }
     DS_TRY(ds_batch_slice(&d->synth_global, d->rank * B, B, &d->synth));
+    DS_TRY(ds_train_round_batch(d->o, &d->synth));
     d->synth.n_global = d->synth_global.n;   /* the whole global batch, for BatchNorm and the loss */
     memcpy(d->synth.global_lengths, d->synth_global.lengths, (size_t)d->synth_global.n * sizeof(int));
     *b = &d->synth;

@@ -112,6 +112,13 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r);
 void ds_train_run_close(run_state *r);
 
 /* train_data.c */
+/* --bucket-frames in input frames: bucket_frames x the conv stack's time
+ * stride, so a batch's output length is about a multiple of bucket_frames;
+ * 0 when off. */
+int ds_train_round_frames(const ds_train_opts *o);
+/* b padded to a multiple of ds_train_round_frames(o) frames (its buffers
+ * have room: allocated for the rounded max_frames). */
+ds_status ds_train_round_batch(const ds_train_opts *o, ds_batch *b);
 ds_status ds_train_data_open(run_data *d, const ds_train_opts *o, int rank, int ranks,
                              ds_model_limits *lim);
 /* A resumed run's first epoch (pos) goes on where its checkpoint was made. */

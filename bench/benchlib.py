@@ -321,6 +321,20 @@ def symbol_frames(cfg):
     return 4 * stride
 
 
+SORT_SAMPLE = 64   # data/synthetic.h: DS_SYNTHETIC_SORT_SAMPLE
+
+
+def sorted_bucket_lengths(rng, batch, pool, max_frames, dist="librispeech", min_frames=None):
+    """pool batches of batch lengths formed as dstrain's sampler forms
+    batches (data/synthetic.c, ds_synthetic_sorted_lengths: the same rule,
+    not the same draws): SORT_SAMPLE x pool x batch lengths drawn as
+    synthetic_lengths draws them, sorted and cut into batches of batch
+    consecutive lengths; batch k is the one at quantile (k + 1/2) / pool."""
+    batches = SORT_SAMPLE * pool
+    every = sorted(synthetic_lengths(rng, batches * batch, max_frames, dist, min_frames))
+    return [every[int((k + 0.5) * batches / pool) * batch:][:batch] for k in range(pool)]
+
+
 def synthetic_lengths(rng, batch, max_frames, dist="read", min_frames=None):
     """Utterance lengths in frames of one synthetic batch, drawn with
     dstrain's rules (data/synthetic.c; the same distributions, not the same

@@ -44,7 +44,10 @@ given impl does not run (eager fp16, compile fp64, ...) is left out.
 Synthetic batches follow dstrain's length rules (bench/benchlib.py): the
 same distributions, not the same random numbers; --pool distinct batches are
 drawn once and cycled (their FLOPs and frames are averaged over the timed
-steps).
+steps). LibriSpeech lengths are formed into batches as dstrain's sampler
+forms them (benchlib.sorted_bucket_lengths, dstrain bench likewise): a
+sorted sample cut into batches of consecutive lengths, the pool's batches
+at spread quantiles, so both pad as little as a sorted corpus does.
 
 On a 2-core machine keep other work off the cores: torch's OpenMP threads
 spin, and with one core taken a step gets several times slower.
@@ -565,14 +568,15 @@ def ctc_loss(logits, out_len, targets, target_len):
 # ================================================================== data
 
 
-def make_batch(cfg, batch, max_frames, dist, rng, gen):
-    """One synthetic batch: lengths and transcript lengths by dstrain's rules
-    (benchlib.synthetic_lengths, label_length), N(0,1) features zero past
-    each length, random labels 1..28."""
+def make_batch(cfg, batch, max_frames, dist, rng, gen, lengths=None):
+    """One synthetic batch: lengths (given, or drawn) and transcript lengths
+    by dstrain's rules (benchlib.synthetic_lengths, label_length), N(0,1)
+    features zero past each length, random labels 1..28."""
     lo = 2 * bl.symbol_frames(cfg)
     if max_frames < lo:
         raise bl.BenchError("--max-frames %d: %s needs at least %d" % (max_frames, cfg["name"], lo))
-    lengths = bl.synthetic_lengths(rng, batch, max_frames, dist, lo)
+    if lengths is None:
+        lengths = bl.synthetic_lengths(rng, batch, max_frames, dist, lo)
     t = max(lengths)
     x = torch.randn(batch, t, int(cfg["n_features"]), generator=gen)
     for i, n in enumerate(lengths):
@@ -727,8 +731,13 @@ class Runner:
         dt = torch.float64 if (self.precision == "fp64" and self.impl == "torch-eager") \
             else torch.float32
         self.batches = []
-        for _ in range(a.pool):
-            b = make_batch(self.cfg, self.batch, a.max_frames, a.length_dist, rng, gen)
+        # LibriSpeech lengths: batches formed as dstrain's sampler (and its
+        # bench) forms them, from a sorted sample
+        sorted_lengths = bl.sorted_bucket_lengths(rng, self.batch, a.pool, a.max_frames, a.length_dist,
+                                                  2 * bl.symbol_frames(self.cfg)) \
+            if a.length_dist == "librispeech" else [None] * a.pool
+        for k in range(a.pool):
+            b = make_batch(self.cfg, self.batch, a.max_frames, a.length_dist, rng, gen, sorted_lengths[k])
             b["x"] = b["x"].to(dt)
             if self.device.type == "cuda":
                 b["x"] = b["x"].pin_memory()
@@ -832,6 +841,7 @@ def run_one(args, cfg, impl, precision, mode, batch):
     r["peak_fraction"] = r["flop_per_s"] / peak if peak else None
     r["config"] = {"max_frames": args.max_frames, "length_dist": args.length_dist,
                    "seed": args.seed, "batches_cycled": args.pool, "params": run.params,
+                   "batch_formation": "sorted" if args.length_dist == "librispeech" else "random",
                    "optimizer": "sgd nesterov momentum 0.9, weight decay 1e-5, clip 400",
                    "lr": args.lr, "threads": torch.get_num_threads(), "tf32": args.tf32,
                    "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)

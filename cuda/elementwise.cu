@@ -104,26 +104,28 @@ ds_status cuda_hardtanh_bwd(ds_ctx *ctx, size_t n, double lo, double hi, const v
     return DS_OK;
 }
 
-/* Dropout: one thread per Philox block of 4 elements (dropout_mask.h, the
- * CPU's draws bit for bit). gain = 1 / (1 - p) in the math type, as the CPU
- * holds it. fwd: y = kept ? x * gain : 0 (y may alias x); bwd: dx += kept ?
- * dy * gain : 0. */
+/* Dropout: one thread per group of up to 4 elements of a run that share a
+ * Philox block (dropout_mask.h, the CPU's draws bit for bit). gain =
+ * 1 / (1 - p) in the math type, as the CPU holds it. fwd: y = kept ?
+ * x * gain : 0 (y may alias x); bwd: dx += kept ? dy * gain : 0. */
 template <typename T, bool BWD>
-static __global__ void dropout_kernel(size_t n, ds_dropout_key key, uint32_t thr,
+static __global__ void dropout_kernel(ds_dropout_walk w, ds_dropout_key key, uint32_t thr,
                                       ds_math_t<T> gain, const T *in, T *out)
 {
-    const size_t blocks = (n + 3) / 4;
-    for (size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
-         b += (size_t)gridDim.x * blockDim.x) {
+    const uint64_t groups = w.runs * w.per_run;
+    for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t d[4];
-        ds_dropout_draws(&key, b, d);
-        for (size_t e = 4 * b; e < n && e < 4 * b + 4; e++) {
-            const bool kept = d[e - 4 * b] >= thr;
+        uint64_t e;
+        int k;
+        ds_dropout_draws(&key, ds_dropout_group(&key, &w, g, &e, &k), d);
+        for (int l = 0; l < k; l++) {
+            const bool kept = d[l] >= thr;
             if (BWD) {
                 if (kept)
-                    out[e] = ds_round<T>(ds_wide(out[e]) + ds_wide(in[e]) * gain);
+                    out[e + l] = ds_round<T>(ds_wide(out[e + l]) + ds_wide(in[e + l]) * gain);
             } else {
-                out[e] = ds_round<T>(kept ? ds_wide(in[e]) * gain : (ds_math_t<T>)0);
+                out[e + l] = ds_round<T>(kept ? ds_wide(in[e + l]) * gain : (ds_math_t<T>)0);
             }
         }
     }
@@ -135,13 +137,15 @@ static ds_status dropout_launch(ds_ctx *ctx, size_t n, double p, const ds_dropou
 {
     if (!(p >= 0 && p < 1))
         return DS_FAIL(DS_ERR_ARG, "dropout: probability %g outside [0, 1)", p);
-    if ((uint64_t)n > DS_DROPOUT_MAX_ELEMS)
-        return DS_FAIL(DS_ERR_ARG, "dropout: %zu elements, more than the mask numbers (2^34)", n);
+    ds_dropout_walk w;
+    if (!ds_dropout_walk_of(key, n, &w))
+        return DS_FAIL(DS_ERR_ARG, "dropout: %zu elements in runs of %llu numbered %llu apart: "
+                       "not whole runs, or numbers past 2^50", n, key->run, key->stride);
     if (n == 0)
         return DS_OK;
-    const size_t blocks = (n + 3) / 4;
-    dropout_kernel<T, BWD><<<ds_cuda_grid(ctx, blocks), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, *key, ds_dropout_threshold(p), (ds_math_t<T>)(1.0 / (1.0 - p)), (const T *)in, (T *)out);
+    const size_t groups = (size_t)(w.runs * w.per_run);
+    dropout_kernel<T, BWD><<<ds_cuda_grid(ctx, groups), DS_CUDA_BLOCK, 0, ctx->stream>>>(
+        w, *key, ds_dropout_threshold(p), (ds_math_t<T>)(1.0 / (1.0 - p)), (const T *)in, (T *)out);
     DS_LAUNCHED();
     return DS_OK;
 }

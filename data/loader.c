@@ -268,6 +268,9 @@ static ds_status fill_batch(ds_reader *rd, long k, int n, ds_batch *b)
     DS_TRY(ds_dataset_read_raw(d, rd->take, n, rd->raw, rd->row));
     ds_rng r;
     aug_rng(&l->cfg, k, &r);
+    /* a bucket's length (--bucket-frames), within the buffers' room */
+    const int t_pad = ds_batch_round_frames(t_max, l->cfg.round_frames);
+    t_max = t_pad <= b->cap_t ? t_pad : t_max;
     b->n = n;
     b->t = t_max;
     for (int j = 0; j < n; j++) {
@@ -492,7 +495,8 @@ static ds_status alloc_buffers(ds_loader *l)
     if (!l->ring || !l->slot_k || !l->ready || !l->readers)
         return DS_FAIL(DS_ERR_MEM, "loader: ring of %d, %d readers", c->depth, c->threads);
     for (int s = 0; s < c->depth; s++) {
-        DS_TRY(ds_batch_alloc(&l->ring[s], c->batch, c->max_frames, l->f, c->batch * c->max_labels));
+        DS_TRY(ds_batch_alloc(&l->ring[s], c->batch, ds_batch_round_frames(c->max_frames, c->round_frames),
+                              l->f, c->batch * c->max_labels));
         DS_TRY(ds_batch_alloc_global(&l->ring[s], c->batch * ds_sampler_ranks(c->sampler)));
     }
     for (int t = 0; t < c->threads; t++)

@@ -29,6 +29,8 @@ typedef struct {
     int epoch;
     int batch;                    /* per rank: buffer capacity */
     int max_frames, max_labels;   /* buffer capacity: longest utterance and transcript */
+    int round_frames;             /* a batch padded to a multiple of this many frames
+                                   * (--bucket-frames; < 2: to its longest) */
     ds_norm norm;
     ds_specaug aug;
     uint64_t seed;                /* augmentation draws depend on (seed, epoch, k, rank) only */

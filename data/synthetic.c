@@ -3,6 +3,7 @@
 #include "synthetic.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
@@ -10,13 +11,7 @@
 #define TEMPLATE_SEED 0x5eed5eedULL    /* the synthetic "language" is the same in every run */
 #define NOISE 0.5
 
-int ds_synthetic_symbol_frames(const ds_model_cfg *cfg)
-{
-    int stride = 1;
-    for (int i = 0; i < cfg->n_conv; i++)
-        stride *= cfg->conv[i].stride_time;
-    return 4 * stride;
-}
+int ds_synthetic_symbol_frames(const ds_model_cfg *cfg) { return 4 * ds_config_time_stride(cfg); }
 
 int ds_synthetic_max_labels(const ds_model_cfg *cfg, int max_frames)
 {
@@ -80,8 +75,15 @@ ds_status ds_synthetic_batch(ds_rng *rng, const ds_model_cfg *cfg, int n, int ma
     return ds_synthetic_batch_dist(rng, cfg, n, max_frames, DS_LEN_READ, b);
 }
 
-ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
-                                  ds_length_dist dist, ds_batch *b)
+/* One length from dist, at least two symbols' frames. */
+static int draw_dist(ds_rng *rng, const ds_model_cfg *cfg, int max_frames, ds_length_dist dist)
+{
+    const int lo = 2 * ds_synthetic_symbol_frames(cfg);
+    return dist == DS_LEN_LIBRISPEECH ? draw_librispeech(rng, max_frames, lo)
+                                      : draw_length(rng, max_frames, lo);
+}
+
+static ds_status check_room(const ds_model_cfg *cfg, int n, int max_frames, const ds_batch *b)
 {
     const int sym = ds_synthetic_symbol_frames(cfg), f = cfg->n_features;
     if (n > b->cap_n || max_frames > b->cap_t || f != b->f)
@@ -89,13 +91,63 @@ ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, i
     if (max_frames < 2 * sym)
         return DS_FAIL(DS_ERR_ARG, "synthetic utterances need at least %d frames for %s, got %d",
                        2 * sym, cfg->name, max_frames);
-    b->n = n;
-    b->t = 0;
-    for (int i = 0; i < n; i++) {
-        b->lengths[i] = dist == DS_LEN_LIBRISPEECH ? draw_librispeech(rng, max_frames, 2 * sym)
-                                                   : draw_length(rng, max_frames, 2 * sym);
-        b->t = b->lengths[i] > b->t ? b->lengths[i] : b->t;
+    return DS_OK;
+}
+
+ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
+                                  ds_length_dist dist, ds_batch *b)
+{
+    DS_TRY(check_room(cfg, n, max_frames, b));
+    for (int i = 0; i < n; i++)   /* drawn in place: batch_of reads each before it writes it */
+        b->lengths[i] = draw_dist(rng, cfg, max_frames, dist);
+    return ds_synthetic_batch_of(rng, cfg, n, b->lengths, b);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+ds_status ds_synthetic_sorted_lengths(ds_rng *rng, const ds_model_cfg *cfg, int global, int pool,
+                                      int max_frames, ds_length_dist dist, int *out)
+{
+    if (global < 1 || pool < 1)
+        return DS_FAIL(DS_ERR_ARG, "sorted synthetic batches: %d of %d", pool, global);
+    if (max_frames < 2 * ds_synthetic_symbol_frames(cfg))
+        return DS_FAIL(DS_ERR_ARG, "synthetic utterances need at least %d frames for %s, got %d",
+                       2 * ds_synthetic_symbol_frames(cfg), cfg->name, max_frames);
+    const long batches = (long)DS_SYNTHETIC_SORT_SAMPLE * pool, n = batches * global;
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all)
+        return DS_FAIL(DS_ERR_MEM, "sorted synthetic batches: %ld lengths", n);
+    for (long i = 0; i < n; i++)
+        all[i] = draw_dist(rng, cfg, max_frames, dist);
+    qsort(all, (size_t)n, sizeof *all, cmp_int);
+    for (int k = 0; k < pool; k++) {
+        const long at = (long)((k + 0.5) * batches / pool) * global;
+        memcpy(out + (size_t)k * global, all + at, (size_t)global * sizeof *out);
     }
+    free(all);
+    return DS_OK;
+}
+
+ds_status ds_synthetic_batch_of(ds_rng *rng, const ds_model_cfg *cfg, int n, const int *lengths,
+                                ds_batch *b)
+{
+    const int sym = ds_synthetic_symbol_frames(cfg), f = cfg->n_features;
+    int t = 0;
+    for (int i = 0; i < n; i++) {
+        if (lengths[i] < 2 * sym)
+            return DS_FAIL(DS_ERR_ARG, "synthetic utterance %d: %d frames, under the %d two "
+                           "symbols take in %s", i, lengths[i], 2 * sym, cfg->name);
+        t = lengths[i] > t ? lengths[i] : t;
+    }
+    DS_TRY(check_room(cfg, n, t, b));
+    b->n = n;
+    b->t = t;
+    for (int i = 0; i < n; i++)
+        b->lengths[i] = lengths[i];
     memset(b->features, 0, (size_t)n * b->t * f * sizeof(float));
     float tmpl[cfg->n_classes * f];   /* small: classes x features */
     for (int s = 0; s < cfg->n_classes; s++)

@@ -30,5 +30,19 @@ ds_status ds_synthetic_batch(ds_rng *rng, const ds_model_cfg *cfg, int n, int ma
 /* The same with lengths drawn from dist (10 ms frames). */
 ds_status ds_synthetic_batch_dist(ds_rng *rng, const ds_model_cfg *cfg, int n, int max_frames,
                                   ds_length_dist dist, ds_batch *b);
+/* The same with the given lengths [n] (each at most b's cap_t). */
+ds_status ds_synthetic_batch_of(ds_rng *rng, const ds_model_cfg *cfg, int n, const int *lengths,
+                                ds_batch *b);
+
+/* Batches formed as the sampler forms them (data/sampler.h): a large sample
+ * of DS_SYNTHETIC_SORT_SAMPLE x pool x global lengths drawn from dist,
+ * sorted, and cut into batches of global consecutive lengths; batch k of
+ * the pool is the one at quantile (k + 1/2) / pool of that order, so the
+ * pool spans the distribution and each batch's padding is what a sorted
+ * corpus's is. out [pool][global]. bench/benchlib.py's
+ * sorted_bucket_lengths does the same (the same rule, not the same draws). */
+#define DS_SYNTHETIC_SORT_SAMPLE 64
+ds_status ds_synthetic_sorted_lengths(ds_rng *rng, const ds_model_cfg *cfg, int global, int pool,
+                                      int max_frames, ds_length_dist dist, int *out);
 
 #endif

@@ -85,8 +85,14 @@ ds_conv_geom ds_backend_conv1d_geom(int n, int ci, int t, int co, int k, int str
 typedef struct {
     unsigned long long seed;   /* the run's seed: the generator's key */
     unsigned int step;         /* the optimizer step the forward pass belongs to */
-    unsigned int layer;        /* the dropout site in the model */
+    unsigned int layer;        /* the dropout site in the model (below 2^16) */
     unsigned int part;         /* which share of the batch (the rank): ranks draw apart */
+    /* How elements are numbered: in runs of `run` elements, the k-th run
+     * numbered from k * stride (a multiple of 4, at least run), so that an
+     * element's draw does not depend on how far each run is padded (a conv
+     * layer's [N][C][T][F]: one run per (n, c), T * F elements, numbered
+     * as if T were 2^20). run 0: one run, numbered 0 .. n-1. */
+    unsigned long long run, stride;
 } ds_dropout_key;
 
 typedef enum { DS_CELL_LSTM, DS_CELL_GRU, DS_CELL_RNN_TANH, DS_CELL_RNN_RELU } ds_cell;

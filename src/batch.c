@@ -78,3 +78,25 @@ ds_status ds_batch_slice(const ds_batch *src, int first, int n, ds_batch *dst)
     }
     return DS_OK;
 }
+
+int ds_batch_round_frames(int t, int multiple)
+{
+    return multiple < 2 ? t : (t + multiple - 1) / multiple * multiple;
+}
+
+ds_status ds_batch_pad_to(ds_batch *b, int t)
+{
+    if (t < b->t || t > b->cap_t)
+        return DS_FAIL(DS_ERR_ARG, "batch of %d frames padded to %d (room for %d)", b->t, t, b->cap_t);
+    if (t == b->t)
+        return DS_OK;
+    const size_t f = (size_t)b->f, old = (size_t)b->t;
+    /* the last utterance first: its new rows lie past every older one's */
+    for (int i = b->n - 1; i >= 0; i--) {
+        float *to = b->features + (size_t)i * t * f;
+        memmove(to, b->features + (size_t)i * old * f, old * f * sizeof *to);
+        memset(to + old * f, 0, ((size_t)t - old) * f * sizeof *to);
+    }
+    b->t = t;
+    return DS_OK;
+}

@@ -30,4 +30,11 @@ ds_status ds_batch_slice(const ds_batch *src, int first, int n, ds_batch *dst);
 /* Largest label_len of the batch. */
 int ds_batch_max_label(const ds_batch *b);
 
+/* Bucket rounding (--bucket-frames): t rounded up to a multiple of
+ * `multiple` frames (t itself when multiple < 2). */
+int ds_batch_round_frames(int t, int multiple);
+/* b padded in place to t frames (t >= b->t, t <= b->cap_t): each
+ * utterance's frames moved to the wider rows, zeros past its length. */
+ds_status ds_batch_pad_to(ds_batch *b, int t);
+
 #endif

@@ -65,6 +65,16 @@ static inline int ds_config_conv_frames(const ds_conv_cfg *k, int t)
     return t + 2 * k->pad_time < span ? 0 : (t + 2 * k->pad_time - span) / k->stride_time + 1;
 }
 
+/* The conv stack's time stride: input frames per output frame (1 without
+ * conv layers). */
+static inline int ds_config_time_stride(const ds_model_cfg *c)
+{
+    int s = 1;
+    for (int i = 0; i < c->n_conv; i++)
+        s *= c->conv[i].stride_time > 1 ? c->conv[i].stride_time : 1;
+    return s;
+}
+
 /* The conv layers whose outputs the residual branches of layer i read, in
  * order, into src [DS_MAX_RES]; returns how many (0: i ends no block). At a
  * block's last layer: the input of its block, or with dense_residual the

@@ -4,6 +4,7 @@
 #include "model_impl.h"
 
 #include "convert.h"
+#include "dropout_mask.h"
 #include "fault_seam.h"
 
 #include <math.h>
@@ -63,6 +64,17 @@ static ds_dropout_key drop_key(const ds_model *m, int site)
 {
     ds_dropout_key key = m->drop;
     key.layer = (unsigned)site;
+    return key;
+}
+
+/* Conv layer i's key: its output [N][C][T][F] numbered by (n, c) runs of
+ * T * F elements, as if T were DS_DROPOUT_RUN_FRAMES, so a frame's draw
+ * does not depend on how far the batch is padded (a bucket's rounding). */
+static ds_dropout_key conv_drop_key(const ds_model *m, int i)
+{
+    ds_dropout_key key = drop_key(m, m->conv[i].site);
+    key.run = (unsigned long long)m->t[i + 1] * m->conv[i].fo;
+    key.stride = DS_DROPOUT_RUN_FRAMES * (unsigned long long)m->conv[i].fo;
     return key;
 }
 
@@ -133,7 +145,7 @@ static ds_status conv_forward(ds_model *m, int i, const void *x)
     DS_TRY(m->op->hardtanh_fwd(m->ctx, n, HARDTANH_LO, l->hi, y, y));
     if (!conv_dropping(m, l))
         return DS_OK;
-    const ds_dropout_key key = drop_key(m, l->site);
+    const ds_dropout_key key = conv_drop_key(m, i);
     return m->op->dropout_fwd(m->ctx, n, l->k.dropout, &key, y, ds_m_act(m, l->o));
 }
 
@@ -482,7 +494,7 @@ static ds_status conv_backward(ds_model *m, int i)
     const void *x = i ? conv_out(m, &m->conv[i - 1]) : ds_m_act(m, m->x0);
     void *dx = i ? conv_dout(m, &m->conv[i - 1]) : NULL;   /* no gradient for features */
     if (conv_dropping(m, l)) {
-        const ds_dropout_key key = drop_key(m, l->site);
+        const ds_dropout_key key = conv_drop_key(m, i);
         DS_TRY(m->op->dropout_bwd(m->ctx, n, l->k.dropout, &key, ds_m_dact(m, l->dout),
                                   ds_m_dact(m, l->dy)));
     }

@@ -135,7 +135,7 @@ suggest)
   expect 2 'option --batch needs an argument: --batch B' "$bin" train --synthetic --batch
   expect 2 'option --synthetic takes no argument' "$bin" train --synthetic=yes
   # an option's argument is never taken for an option
-  expect 2 '--max-frames --bach: expected a number' "$bin" train --max-frames --bach
+  expect 2 '--max-frames --bach: expected a (whole )?number' "$bin" train --max-frames --bach
   expect 2 '^dstrain: unknown command "trian"; did you mean train\?$' "$bin" trian
   expect 2 '^\(dstrain --help lists the commands\)$' "$bin" trian
   expect 2 'unknown command "evl"; did you mean eval\?' "$bin" evl

@@ -14,3 +14,10 @@ add_test(NAME inputs_changed
                  ${DSTRAIN_PEER_PYTHON})
 set_tests_properties(inputs_changed PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+# --bucket-frames (issue 34, item 2): runs padded to a multiple of N output
+# frames end with the same checkpoint, bit for bit, as unrounded ones
+# (synthetic, a feature file, 2 ranks); bench records it; bad values refused.
+add_test(NAME bucket_frames
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/data/test_bucket_frames.sh $<TARGET_FILE:dstrain>
+                 ${DSTRAIN_PEER_PYTHON})
+set_tests_properties(bucket_frames PROPERTIES TIMEOUT 600 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

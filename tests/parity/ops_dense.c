@@ -174,10 +174,15 @@ static void dropout_all(void)
 {
     /* sizes not a multiple of 4 (a Philox block's last elements), a large
      * step and layer, Jasper's 0.2 and DS1's 0.05 */
-    static const drop_arg small = {1001, 0.2, {20240611u, 7, 3, 1}};
-    static const drop_arg big = {100003, 0.05, {0xfedcba9876543210ull, 123456789u, 40, 63}};
+    static const drop_arg small = {1001, 0.2, {.seed = 20240611u, .step = 7, .layer = 3, .part = 1}};
+    static const drop_arg big = {100003, 0.05, {.seed = 0xfedcba9876543210ull, .step = 123456789u,
+                                                .layer = 40, .part = 63}};
+    /* a conv layer's numbering: runs of 1001, 2^36 apart (blocks past 2^32) */
+    static const drop_arg runs = {4 * 1001, 0.2, {.seed = 99u, .step = 3, .layer = 17, .part = 0,
+                                                  .run = 1001, .stride = 1ull << 36}};
     dropout_case("n1001 p0.2", &small);
     dropout_case("n100003 p0.05", &big);
+    dropout_case("runs 4x1001 p0.2", &runs);
 }
 
 /* ---- linear ---- */

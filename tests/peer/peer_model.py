@@ -45,16 +45,26 @@ def philox4x32_10(ctr, key):
     return c0, c1, c2, c3
 
 
-def dropout_keep(n, p, seed, step, layer, part):
-    """Whether each of n elements is kept: element e's draw is word e % 4 of
-    Philox block e // 4 (counter: block, layer, step, part; key: the seed),
-    its top 24 bits, kept when at least floor(p * 2^24)."""
-    blocks = (n + 3) // 4
-    b = np.arange(blocks, dtype=np.uint64)
-    z = np.zeros(blocks, dtype=np.uint64)
-    words = philox4x32_10((b, z + np.uint64(layer), z + np.uint64(step), z + np.uint64(part)),
+DROPOUT_RUN_FRAMES = 1 << 20
+
+
+def dropout_keep(n, p, seed, step, layer, part, run=0, stride=0):
+    """Whether each of n elements is kept. Element e is numbered e, or, in
+    runs of `run` elements numbered `stride` apart, (e // run) * stride +
+    e % run (a conv layer's (n, c) rows, so that padding moves no draw);
+    number u's draw is word u % 4 of Philox block u // 4 (counter: the
+    block's low 32 bits, the layer with the block's next 16 bits above bit
+    16, step, part; key: the seed), its top 24 bits, kept when at least
+    floor(p * 2^24)."""
+    e = np.arange(n, dtype=np.uint64)
+    u = (e // np.uint64(run)) * np.uint64(stride) + e % np.uint64(run) if run else e
+    b = u // np.uint64(4)
+    z = np.zeros(n, dtype=np.uint64)
+    ctr1 = np.uint64(layer) | ((b >> np.uint64(32)) << np.uint64(16))
+    words = philox4x32_10((b & U32, ctr1, z + np.uint64(step), z + np.uint64(part)),
                           (seed & 0xFFFFFFFF, seed >> 32))
-    draws = np.stack(words, axis=1).reshape(-1)[:n] >> np.uint64(8)
+    lane = (u % np.uint64(4)).astype(np.int64)
+    draws = np.stack(words, axis=1)[np.arange(n), lane] >> np.uint64(8)
     return draws >= np.uint64(int(p * 16777216.0))
 
 
@@ -320,13 +330,16 @@ class PeerModel(nn.Module):
                               s["dilation_time"]) for v in L]
         return L
 
-    def drop(self, x, p, layer):
+    def drop(self, x, p, layer, conv=False):
         """Dropout of x in training with dstrain's mask: element e of x in
-        its memory order is drawn as the C side draws element e."""
+        its memory order is drawn as the C side draws element e (conv: x
+        [N][C][T][F] numbered by (n, c) runs, as if T were 2^20)."""
         if not self.training or p <= 0:
             return x
         seed, step, part = self.drop_key
-        keep = dropout_keep(x.numel(), p, seed, step, layer, part)
+        run = x.shape[2] * x.shape[3] if conv else 0
+        stride = DROPOUT_RUN_FRAMES * x.shape[3] if conv else 0
+        keep = dropout_keep(x.numel(), p, seed, step, layer, part, run, stride)
         keep = torch.as_tensor(keep.reshape(tuple(x.shape))).to(x.dtype)
         return x * keep * (1.0 / (1.0 - p))
 
@@ -368,7 +381,7 @@ class PeerModel(nn.Module):
                 k = "%d_%d" % (i, r)
                 x = x + self.res_bn[k](F.conv2d(outs[src], self.res_w[k]), mask, channel_dim=1)
             x = torch.clamp(x, 0.0, s["hi"])
-            x = self.drop(x, s["dropout"], 2 * DS_MAX_FC + i)
+            x = self.drop(x, s["dropout"], 2 * DS_MAX_FC + i, conv=True)
             outs.append(x)
 
         if self.conv_specs:

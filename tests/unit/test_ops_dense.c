@@ -269,7 +269,7 @@ static void check_philox(void)
 enum { DN = 1003 };   /* not a multiple of 4: the last Philox block is partial */
 static double dpx[DN], dpr[DN];
 static const double DP = 0.3;
-static const ds_dropout_key DKEY = {20240611u, 17, 5, 2};
+static const ds_dropout_key DKEY = {.seed = 20240611u, .step = 17, .layer = 5, .part = 2};
 
 static ds_status dropout_fwd(ds_dtype dt, const ds_dropout_key *key, double p, const double *x,
                              double *y)
@@ -300,6 +300,52 @@ static int masks_differ(const double *y, const double *z)
     return d;
 }
 
+/* Dropout numbered in runs (a conv layer's (n, c) rows): the op draws as
+ * ds_dropout_keeps numbers; a run padded longer keeps its first elements'
+ * draws (a bucket's rounding moves none); runs numbered past 2^34 (blocks
+ * past 2^32) draw apart from the blocks 2^32 below them. */
+static void check_dropout_runs(void)
+{
+    enum { R = 5, L = 201, PAD = 37 };
+    static double x[R * (L + PAD)], y[R * (L + PAD)], yp[R * (L + PAD)];
+    for (int i = 0; i < R * (L + PAD); i++)
+        x[i] = 1 + (i % 7);   /* never 0: a zero output is a drop */
+    ds_dropout_key k = DKEY, kp = DKEY;
+    k.run = L, kp.run = L + PAD;
+    k.stride = kp.stride = DS_DROPOUT_RUN_FRAMES;
+    void *X = up(DS_F64, x, R * (L + PAD)), *Y = up(DS_F64, y, R * (L + PAD));
+    OK(op64->dropout_fwd(ctx, R * L, DP, &k, X, Y));
+    down(DS_F64, Y, y, R * L);
+    OK(op64->dropout_fwd(ctx, R * (L + PAD), DP, &kp, X, Y));
+    down(DS_F64, Y, yp, R * (L + PAD));
+    const uint32_t thr = ds_dropout_threshold(DP);
+    int wrong = 0, moved = 0;
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < L; j++) {
+            const int e = r * L + j;
+            wrong += (y[e] != 0) != ds_dropout_keeps(&k, thr, (uint64_t)e);
+            moved += (y[e] != 0) != (yp[r * (L + PAD) + j] != 0);
+        }
+    T_CHECK(wrong == 0, "dropout in runs: %d elements differ from the generator's numbering", wrong);
+    T_CHECK(moved == 0, "dropout in runs: padding each run by %d moved %d draws", PAD, moved);
+    /* runs 2^36 numbers apart: blocks 2^34 apart, past the first counter word */
+    ds_dropout_key far = k;
+    far.stride = (uint64_t)1 << 36;
+    OK(op64->dropout_fwd(ctx, R * L, DP, &far, X, Y));
+    down(DS_F64, Y, yp, R * L);
+    int same = 0;
+    for (int j = 0; j < L; j++)
+        same += (yp[j] != 0) == (yp[(R - 1) * L + j] != 0);
+    /* independent rows agree on 1 - 2p(1-p) = 58% of elements: 117 of 201, sd 7 */
+    T_CHECK(same < 160, "dropout runs 2^36 apart: the last run repeats the first (%d of %d)", same, L);
+    ds_dropout_key bad = k;
+    bad.stride = L + 1;   /* not a multiple of 4 */
+    T_CHECK(op64->dropout_fwd(ctx, R * L, DP, &bad, X, Y) == DS_ERR_ARG,
+            "dropout: a stride that is not a multiple of 4 was taken");
+    ds_status_clear_error();
+    drop(X), drop(Y);
+}
+
 static void check_dropout(ds_rng *rng)
 {
     t_fill_uniform(rng, dpx, DN, 1, 2);   /* never 0: a zero output is a drop */
@@ -321,10 +367,8 @@ static void check_dropout(ds_rng *rng)
     /* the same key draws the same mask (a resume); any other field, another */
     OK(dropout_fwd(DS_F64, &DKEY, DP, dpx, z));
     T_CHECK(memcmp(y, z, sizeof y) == 0, "dropout: the same key gave another output");
-    const ds_dropout_key other[4] = {{DKEY.seed + 1, DKEY.step, DKEY.layer, DKEY.part},
-                                     {DKEY.seed, DKEY.step + 1, DKEY.layer, DKEY.part},
-                                     {DKEY.seed, DKEY.step, DKEY.layer + 1, DKEY.part},
-                                     {DKEY.seed, DKEY.step, DKEY.layer, DKEY.part + 1}};
+    ds_dropout_key other[4] = {DKEY, DKEY, DKEY, DKEY};
+    other[0].seed++, other[1].step++, other[2].layer++, other[3].part++;
     for (int k = 0; k < 4; k++) {
         OK(dropout_fwd(DS_F64, &other[k], DP, dpx, z));
         /* independent masks differ in 2p(1-p) = 42% of elements */
@@ -560,6 +604,7 @@ int main(int argc, char **argv)
     check_relu(&rng);
     check_philox();
     check_dropout(&rng);
+    check_dropout_runs();
     check_add(&rng);
     check_context(&rng);
     be->ctx_destroy(ctx);
