@@ -8,7 +8,8 @@
 #               Wav2Letter+ presets' published sizes, bad fields refused.
 #   model_families_learn  jasper-small, w2l-small and DS1's graph each train
 #               on the mini corpus demo_job made (fixture demo_corpus) and end
-#               with a dev CER under 0.7 of an untrained model's.
+#               with a dev loss under half an untrained model's and a dev
+#               CER below its CER.
 # Their gradients against finite differences are in
 # unit/test_gradcheck_model.c, their new ops in unit/test_ops_dense.c and
 # unit/test_ops_conv_bn.c, with parity cases beside.
