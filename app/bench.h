@@ -46,6 +46,15 @@ typedef struct {
                                    * longest, or a bucket), the share that is padding; mean */
     double audio_s;               /* seconds of audio in the timed steps, all ranks */
     double flops_per_step;        /* model FLOPs of the global batch (ds_bench_flops), mean */
+    double host_enqueue_ms;       /* the host's time to queue one step (train: the stepper's
+                                   * launch, upload included; forward: the passes up to the
+                                   * loss's read), mean per timed step, whether or not the
+                                   * device was busy meanwhile. A synchronous backend (the
+                                   * CPU) computes while it queues: there it is the work. */
+    double main_cpu_ms;           /* the main thread's CPU time per timed step */
+    long kernel_launches;         /* kernels launched in the timed steps (--profile kernels,
+                                   * every stream of the process); -1: not counted */
+    double kernel_ms;             /* their summed time; -1: not measured */
     size_t mem_bytes;             /* backend memory held after the timed steps: the run's peak,
                                    * as nothing is allocated after start-up */
     double peak_flops;            /* per device; 0: not measured */
@@ -56,6 +65,9 @@ typedef struct {
     int n_phases;
     ds_kernel_stat kernels[DS_BENCH_KERNELS];
     int n_kernels;
+    ds_choice *choices;           /* [n_choices] the backend's start-up choices (the GPU's
+                                   * convolution algorithms; none on the CPU) */
+    int n_choices;
 } ds_bench_result;
 
 /* Runs c and fills res (free with ds_bench_result_free). A configuration

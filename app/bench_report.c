@@ -68,6 +68,28 @@ static void add_layers(cJSON *o, const ds_bench_result *r, double step_ms)
     }
 }
 
+/* Where a step's time goes between the host and the device: the host's
+ * enqueue time and the main thread's CPU use always; launches and summed
+ * kernel time per step with --profile kernels (null otherwise), and then
+ * "bound": "host" when queueing a step takes at least as long as its
+ * kernels run, else "device". */
+static void add_host_share(cJSON *o, const ds_bench_result *r, double step_ms)
+{
+    cJSON_AddNumberToObject(o, "host_enqueue_ms", r->host_enqueue_ms);
+    cJSON_AddNumberToObject(o, "main_thread_cpu_share", step_ms > 0 ? r->main_cpu_ms / step_ms : 0);
+    const int counted = r->kernel_launches >= 0 && r->n_steps > 0;
+    if (counted) {
+        cJSON_AddNumberToObject(o, "launches_per_step", (double)r->kernel_launches / r->n_steps);
+        cJSON_AddNumberToObject(o, "kernel_ms_per_step", r->kernel_ms / r->n_steps);
+        cJSON_AddStringToObject(o, "bound", r->host_enqueue_ms >= r->kernel_ms / r->n_steps ? "host"
+                                                                                          : "device");
+    } else {
+        cJSON_AddNullToObject(o, "launches_per_step");
+        cJSON_AddNullToObject(o, "kernel_ms_per_step");
+        cJSON_AddNullToObject(o, "bound");
+    }
+}
+
 static void add_kernels(cJSON *o, const ds_bench_result *r, int steps)
 {
     if (!r->n_kernels)
@@ -131,6 +153,14 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
         cJSON_AddNumberToObject(o, "flops_per_step", r->flops_per_step);
         cJSON_AddNumberToObject(o, "flop_per_s", r->flops_per_step / (ms.median / 1e3));
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->mem_bytes);
+        add_host_share(o, r, ms.mean);
+        cJSON *ch = cJSON_AddArrayToObject(o, "choices");   /* the algorithms that ran */
+        for (int i = 0; i < r->n_choices; i++) {
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddStringToObject(c, "what", r->choices[i].what);
+            cJSON_AddStringToObject(c, "how", r->choices[i].how);
+            cJSON_AddItemToArray(ch, c);
+        }
         add_layers(o, r, ms.mean);   /* shares of the mean step: layers are means too */
         add_kernels(o, r, r->n_steps);
     }
@@ -320,6 +350,12 @@ void ds_bench_print_layers(FILE *f, const cJSON *o)
         return;
     fprintf(f, "\n  %s batch %.0f %s %s: time per step by layer (%.2f ms per step)\n", str_of(o, "model"),
             num_of(o, "batch"), str_of(o, "precision"), str_of(o, "mode"), num_of(o, "step_ms"));
+    fprintf(f, "  host: %.2f ms to queue a step, main thread %.0f%% busy", num_of(o, "host_enqueue_ms"),
+            100 * num_of(o, "main_thread_cpu_share"));
+    if (cJSON_IsString(cJSON_GetObjectItem(o, "bound")))
+        fprintf(f, "; kernels: %.2f ms in %.0f launches per step: %s-bound", num_of(o, "kernel_ms_per_step"),
+                num_of(o, "launches_per_step"), str_of(o, "bound"));
+    fputc('\n', f);
     fprintf(f, "  %-28s %10s %10s %8s\n", "layer", "fwd_ms", "bwd_ms", "share%");
     cJSON_ArrayForEach(l, layers)
         fprintf(f, "  %-28s %10.3f %10.3f %8.1f\n", str_of(l, "name"), num_of(l, "fwd_ms"),
@@ -349,7 +385,8 @@ void ds_bench_print_layers(FILE *f, const cJSON *o)
 static const char *const csv_cols[] = {
     "model", "device", "precision", "mode", "impl", "batch", "ranks", "global_batch", "status",
     "warmup", "steps", "samples_per_s", "samples_per_s_mean", "samples_per_s_per_rank", "step_ms",
-    "step_ms_mean", "audio_s_per_s", "frames_per_step", "flops_per_step", "flop_per_s",
+    "step_ms_mean", "host_enqueue_ms", "launches_per_step", "kernel_ms_per_step",
+    "audio_s_per_s", "frames_per_step", "flops_per_step", "flop_per_s",
     "peak_flop_per_s", "peak_fraction", "peak_mem_bytes", "error"};
 
 ds_status ds_bench_write_csv(const char *path, const cJSON *results)

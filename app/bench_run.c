@@ -14,12 +14,14 @@
 #define POOL 4             /* synthetic global batches, used in turn */
 #define RANGE_SLOTS 4096   /* timed ranges per step at most */
 
-static double now_ms(void)
+static double clock_ms(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
+
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 
 typedef struct {
     const ds_bench_cfg *c;
@@ -31,6 +33,7 @@ typedef struct {
     FILE *trace;                  /* --trace on a backend without a kernel profiler */
     char trace_tmp[4200];         /* where it is written until complete */
     double t_timed0;              /* when the timed steps began */
+    double cpu_timed0;            /* the main thread's CPU time then */
     int trace_events;
 } bench_state;
 
@@ -197,15 +200,18 @@ static ds_status read_ranges(bench_state *s, double step_at_ms)
 
 /* ---- steps ---- */
 
-static ds_status forward_step(bench_state *s, const ds_batch *b)
+/* *enqueue_ms: the host's time up to the loss's read, which waits. */
+static ds_status forward_step(bench_state *s, const ds_batch *b, double *enqueue_ms)
 {
     ds_model *m = s->r.m.model;
     ds_loss loss;
+    const double t0 = now_ms();
     DS_TRY(ds_model_set_batch(m, b));
     if (b->n_global > 0)
         DS_TRY(ds_model_set_global_batch(m, b->global_lengths, b->n_global));
     DS_RANGED(s->r.m.be, s->r.m.ctx, "forward", ds_model_forward(m, 1));
     DS_RANGED(s->r.m.be, s->r.m.ctx, "loss", ds_model_loss(m, 0));
+    *enqueue_ms = now_ms() - t0;
     return ds_model_read_loss(m, &loss, NULL);   /* waits for the step */
 }
 
@@ -227,6 +233,7 @@ static ds_status run_steps(bench_state *s)
             if (c->profile == DS_PROFILE_KERNELS)
                 DS_TRY(be->kernel_profile_start(s->r.m.ctx));
             s->t_timed0 = now_ms();
+            s->cpu_timed0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
         }
         const ds_batch *b = NULL, *gb = NULL;
         if (k < total || pipelined)   /* a pipelined run queues one step past the last */
@@ -234,12 +241,15 @@ static ds_status run_steps(bench_state *s)
         if (k < total && ds_fault_inject(s->r.ranks.rank, k + 1, NULL))
             return DS_FAIL(DS_ERR_ARG, "DSTRAIN_FAULT=inf and nan are for dstrain train");
         const double step_at = now_ms() - s->t_timed0;
+        double enqueue_ms = 0;
         if (c->mode == DS_BENCH_FORWARD) {
             if (k < total)
-                DS_TRY(forward_step(s, b));
+                DS_TRY(forward_step(s, b, &enqueue_ms));
         } else {
+            const double t0 = now_ms();
             if (b)
                 DS_TRY(ds_stepper_launch(s->r.m.stepper, b, ds_optim_lr(&s->r.m.ocfg, k, 0)));
+            enqueue_ms = now_ms() - t0;
             ds_step_out out;
             if (ds_stepper_pending(s->r.m.stepper) > (pipelined ? 1 : 0))
                 DS_TRY(ds_stepper_collect(s->r.m.stepper, &out));
@@ -249,6 +259,9 @@ static ds_status run_steps(bench_state *s)
         const double t = now_ms();   /* step k (pipelined: the queue's step) is done */
         if (timed) {
             s->res->step_ms[s->res->n_steps++] = t - t_prev;
+            s->res->host_enqueue_ms += enqueue_ms;
+            if (k == total - 1)
+                s->res->main_cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - s->cpu_timed0;
             count_batch(s, b, gb);
             if (c->profile != DS_PROFILE_NONE)
                 DS_TRY(read_ranges(s, step_at));
@@ -271,16 +284,25 @@ static ds_status finish(bench_state *s)
     res->frames_per_step /= n;
     res->pad_share /= n;
     res->flops_per_step /= n;
+    res->host_enqueue_ms /= n;
+    res->main_cpu_ms /= n;
     for (int i = 0; i < res->n_layers; i++)
         for (int k = 0; k < 2; k++)
             res->layers[i].ms[k] /= n;
     for (int i = 0; i < res->n_phases; i++)
         res->phases[i].ms[0] /= n;
-    if (s->c->profile == DS_PROFILE_KERNELS)
+    if (s->c->profile == DS_PROFILE_KERNELS) {
+        ds_kernel_stat all;
         DS_TRY(be->kernel_profile_stop(s->r.m.ctx, s->c->trace_path, res->kernels, DS_BENCH_KERNELS,
-                                       &res->n_kernels));
+                                       &res->n_kernels, &all));
+        res->kernel_launches = all.launches;
+        res->kernel_ms = all.total_ms;
+    }
     if (s->c->profile != DS_PROFILE_NONE)
         DS_TRY(be->range_timing(s->r.m.ctx, 0));
+    const int nc = be->choices_get ? be->choices_get(s->r.m.ctx, NULL, 0) : 0;
+    if (nc > 0 && (res->choices = calloc((size_t)nc, sizeof *res->choices)))
+        res->n_choices = be->choices_get(s->r.m.ctx, res->choices, nc);
     ds_backend_counters cnt;
     be->counters(s->r.m.ctx, &cnt);
     res->mem_bytes = cnt.bytes_in_use;
@@ -320,7 +342,7 @@ static ds_status bench(bench_state *s)
 
 ds_status ds_bench_run(const ds_bench_cfg *c, ds_bench_result *res)
 {
-    *res = (ds_bench_result){.status = DS_OK};
+    *res = (ds_bench_result){.status = DS_OK, .kernel_launches = -1, .kernel_ms = -1};
     if (c->warmup < 1 || c->steps < 1)
         return DS_FAIL(DS_ERR_ARG, "bench: --warmup must be 1 or more (it starts the clock) and "
                        "--steps 1 or more");
@@ -353,4 +375,7 @@ void ds_bench_result_free(ds_bench_result *res)
 {
     free(res->step_ms);
     res->step_ms = NULL;
+    free(res->choices);
+    res->choices = NULL;
+    res->n_choices = 0;
 }

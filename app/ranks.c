@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "choice_agree.h"
 #include "file.h"
 #include "train_run.h"
 
@@ -21,6 +22,54 @@ static ds_status hook_ready(void *user, size_t place)
 static ds_status hook_bn(void *user, void *mom, size_t len, ds_dtype dt)
 {
     return ds_reduce_sum(((run_ranks *)user)->dist.reducer, mom, len, dt, "BatchNorm moments");
+}
+
+/* Rank 0's start-up choices for all; this rank's differences said. */
+static ds_status hook_choices(void *user, ds_choice *c, int n)
+{
+    const run_state *r = user;
+    ds_choice_verdict v;
+    DS_TRY(ds_choices_agree(r->o->world, c, n, &v));
+    if (v.changed)
+        fprintf(stderr, "rank %d: %d start-up choices differ from rank 0's, which it runs: %s\n",
+                r->ranks.rank, v.changed, v.note);
+    if (v.ranks_changed)
+        ds_log_print("start-up choices: %d of %d ranks would have chosen otherwise; every rank runs "
+                     "rank 0's\n", v.ranks_changed, r->ranks.ranks);
+    return DS_OK;
+}
+
+const ds_model_hooks *ds_ranks_create_hooks(run_state *r, ds_model_hooks *h)
+{
+    if (r->ranks.ranks == 1 || !r->o->world)
+        return NULL;
+    *h = (ds_model_hooks){.choices_agree = hook_choices, .user = r};
+    return h;
+}
+
+enum { CHOICES_LISTED = 12 };   /* more are counted per choice */
+
+void ds_ranks_log_choices(const run_state *r)
+{
+    const ds_backend *be = r->m.be;
+    const int n = be->choices_get ? be->choices_get(r->m.ctx, NULL, 0) : 0;
+    ds_choice *c = n > 0 ? calloc((size_t)n, sizeof *c) : NULL;
+    if (!c)
+        return;
+    be->choices_get(r->m.ctx, c, n);
+    ds_log_print("start-up choices (%d%s):\n", n, r->ranks.ranks > 1 ? ", rank 0's on every rank" : "");
+    for (int i = 0; i < n && n <= CHOICES_LISTED; i++)
+        ds_log_print("  %s: %s\n", c[i].what, c[i].how);
+    for (int i = 0; i < n && n > CHOICES_LISTED; i++) {   /* each distinct how, counted */
+        int seen = 0, count = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(c[j].how, c[i].how);
+        for (int j = i; j < n && !seen; j++)
+            count += !strcmp(c[j].how, c[i].how);
+        if (!seen)
+            ds_log_print("  %s: %d\n", c[i].how, count);
+    }
+    free(c);
 }
 
 ds_status ds_ranks_bcast_bytes(void *world, void *bytes, size_t count, ds_dtype dt)

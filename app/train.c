@@ -131,8 +131,11 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     r->m.ocfg = o->optim;
     if (r->m.ocfg.total_steps <= 0)
         r->m.ocfg.total_steps = r->loop.total;
+    ds_model_hooks hooks;
     DS_TRY(planned(r, &lim, o->device,
-                   ds_model_create(&o->model, r->m.be, r->m.ctx, o->precision, &lim, &r->m.model)));
+                   ds_model_create_hooked(&o->model, r->m.be, r->m.ctx, o->precision, &lim,
+                                          ds_ranks_create_hooks(r, &hooks), &r->m.model)));
+    ds_ranks_log_choices(r);
     DS_TRY(ds_model_init_params(r->m.model, o->seed));
     DS_TRY(planned(r, &lim, o->device, ds_ranks_setup(r)));
     DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->m.model, &r->m.ocfg, &r->m.optim)));

@@ -145,6 +145,13 @@ ds_status ds_ckpt_folder_claim(run_state *r);
 /* ranks.c: setup, check_sync and check_shared read the model, the options
  * and the data as well as r->ranks; close and gather_metrics only r->ranks. */
 ds_status ds_ranks_setup(run_state *r);
+/* The hooks the model is created with (ds_model_create_hooked): over
+ * several ranks, every rank runs rank 0's start-up choices (choice_agree.h),
+ * and a rank that would have chosen otherwise says so; NULL on one rank. */
+const ds_model_hooks *ds_ranks_create_hooks(run_state *r, ds_model_hooks *h);
+/* The backend's start-up choices (algorithms), on rank 0's console: each
+ * one, or for many a count per choice. */
+void ds_ranks_log_choices(const run_state *r);
 /* Rank 0's bytes [count] of dt to every rank of world (a ds_world *), in
  * pieces MPI's int counts take: the share callback of ds_model_share_params
  * and ds_model_share_state. */

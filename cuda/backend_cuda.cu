@@ -490,4 +490,6 @@ extern "C" DS_PLUGIN_EXPORT const ds_backend ds_cuda_backend = {
     .kernel_profile_start = nullptr,   /* built without CUPTI (CMakeLists.txt) */
     .kernel_profile_stop = nullptr,
 #endif
+    .choices_get = ds_cuda_choices_get,
+    .choices_set = ds_cuda_choices_set,
 };

@@ -459,6 +459,13 @@ struct conv_dir_fwd {
     }
     static conv_choice<algo_t> &choice(conv_algos *a) { return a->fwd; }
     static int &ok(conv_entry *e) { return e->ok_fwd; }
+    static constexpr const char *tag = "fwd";
+    static const char *algo_name(algo_t a)
+    {
+        static const char *const n[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                        "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+        return (unsigned)a < sizeof n / sizeof *n ? n[a] : "?";
+    }
 };
 
 struct conv_dir_data {
@@ -488,6 +495,13 @@ struct conv_dir_data {
     }
     static conv_choice<algo_t> &choice(conv_algos *a) { return a->data; }
     static int &ok(conv_entry *e) { return e->ok_data; }
+    static constexpr const char *tag = "bwd-data";
+    static const char *algo_name(algo_t a)
+    {
+        static const char *const n[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                        "WINOGRAD_NONFUSED"};
+        return (unsigned)a < sizeof n / sizeof *n ? n[a] : "?";
+    }
 };
 
 struct conv_dir_filter {
@@ -517,6 +531,13 @@ struct conv_dir_filter {
     }
     static conv_choice<algo_t> &choice(conv_algos *a) { return a->filter; }
     static int &ok(conv_entry *e) { return e->ok_filter; }
+    static constexpr const char *tag = "bwd-filter";
+    static const char *algo_name(algo_t a)
+    {
+        static const char *const n[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                        "WINOGRAD_NONFUSED", "FFT_TILING"};
+        return (unsigned)a < sizeof n / sizeof *n ? n[a] : "?";
+    }
 };
 
 /* Each successful result's memory raised to what cuDNN's size query says
@@ -888,3 +909,107 @@ CONV_INSTANTIATE(float)
 CONV_INSTANTIATE(double)
 CONV_INSTANTIATE(__half)
 CONV_INSTANTIATE(__nv_bfloat16)
+
+/* ------------------------------------------------------------ choices -- */
+
+/* Every rank runs rank 0's plans (backend.h, choices_get / choices_set):
+ * each plan's directions in the order conv2d_work made them, forward,
+ * backward filter, then backward data where the layer wants dx. */
+
+static const char *conv_math_name(cudnnMathType_t m)
+{
+    switch (m) {
+    case CUDNN_TENSOR_OP_MATH: return "tensor op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor op, conversion";
+    case CUDNN_FMA_MATH: return "FMA";
+    default: return "default math";
+    }
+}
+
+/* The choice of direction D of plan p, named, into *out. */
+template <typename D> static void conv_choice_of(const conv_plan *p, ds_choice *out)
+{
+    const conv_choice<typename D::algo_t> &c = D::choice(const_cast<conv_algos *>(&p->algo));
+    const ds_conv_geom *g = &p->g;
+    *out = ds_choice{};
+    snprintf(out->what, sizeof out->what, "conv %s %dx%dx%dx%d k%dx%d s%dx%d d%d co%d %s",
+             conv_dt_name(p->dt), g->n, g->ci, g->hi, g->wi, g->kh, g->kw, g->sh, g->sw, g->dh, g->co,
+             D::tag);
+    snprintf(out->how, sizeof out->how, "%s, %s", D::algo_name(c.algo), conv_math_name(c.math));
+    out->code[0] = (int)c.algo;
+    out->code[1] = (int)c.math;
+}
+
+/* Plan p's directions as choices into out [max] from *n on; *n counts them all. */
+static void conv_plan_choices(const conv_plan *p, ds_choice *out, int max, int *n)
+{
+    if (p->st != DS_OK)
+        return;   /* a failed plan runs nothing: its ops fail */
+    if (*n < max)
+        conv_choice_of<conv_dir_fwd>(p, &out[*n]);
+    ++*n;
+    if (*n < max)
+        conv_choice_of<conv_dir_filter>(p, &out[*n]);
+    ++*n;
+    if (p->want_dx) {
+        if (*n < max)
+            conv_choice_of<conv_dir_data>(p, &out[*n]);
+        ++*n;
+    }
+}
+
+int ds_cuda_choices_get(ds_ctx *ctx, ds_choice *out, int max)
+{
+    int n = 0;
+    if (ctx->conv)
+        for (int i = 0; i < ctx->conv->nplans; i++)
+            conv_plan_choices(&ctx->conv->plans[i], out, out ? max : 0, &n);
+    return n;
+}
+
+/* Direction D of plan p set to in's codes (its what checked against ours);
+ * *need the workspace they take on e's descriptors. */
+template <typename D>
+static ds_status conv_choice_set(ds_ctx *ctx, conv_plan *p, conv_entry *e, const ds_choice *in,
+                                 size_t *need)
+{
+    ds_choice mine;
+    conv_choice_of<D>(p, &mine);
+    if (strncmp(mine.what, in->what, sizeof mine.what))
+        return DS_FAIL(DS_ERR_ARG, "conv2d: the choice given for %.96s is for %.96s", mine.what,
+                       in->what);
+    conv_choice<typename D::algo_t> c = {(typename D::algo_t)in->code[0], (cudnnMathType_t)in->code[1]};
+    DS_CUDNN(cudnnSetConvolutionMathType(e->cd, c.math));
+    if (D::ws(ctx->dnn, e, c.algo, need) != CUDNN_STATUS_SUCCESS)
+        return DS_FAIL(DS_ERR_ARG, "conv2d: %s (%s) cannot run %.96s on this GPU", in->how,
+                       D::name, mine.what);
+    D::choice(&p->algo) = c;
+    return DS_OK;
+}
+
+ds_status ds_cuda_choices_set(ds_ctx *ctx, const ds_choice *in, int n)
+{
+    const int have = ds_cuda_choices_get(ctx, nullptr, 0);
+    if (have != n)
+        return DS_FAIL(DS_ERR_ARG, "conv2d: %d choices given for the %d made here", n, have);
+    ds_cuda_conv_cache *c = ctx->conv;
+    int k = 0;
+    for (int i = 0; c && i < c->nplans; i++) {
+        conv_plan *p = &c->plans[i];
+        if (p->st != DS_OK)
+            continue;
+        conv_entry *e = conv_lookup(c, p->dt, &p->g);
+        const cudnnDataType_t ct = p->dt == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+        if (!e)
+            DS_TRY(conv_insert(c, p->dt, ct, &p->g, &e));
+        size_t mf = 0, mw = 0, md = 0;
+        DS_TRY(conv_choice_set<conv_dir_fwd>(ctx, p, e, &in[k++], &mf));
+        DS_TRY(conv_choice_set<conv_dir_filter>(ctx, p, e, &in[k++], &mw));
+        if (p->want_dx)
+            DS_TRY(conv_choice_set<conv_dir_data>(ctx, p, e, &in[k++], &md));
+        p->ws_bytes = conv_align_up(conv_max(conv_max(mf, mw), md));
+    }
+    if (c)
+        conv_flush(c);   /* entries copy their plan's choices when made again */
+    return DS_OK;
+}

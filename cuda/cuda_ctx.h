@@ -58,6 +58,9 @@ struct ds_event {
 void ds_cuda_conv_cache_free(ds_ctx *c);
 /* conv.cu: cudnnFind* calls made on c so far (the counters' searches; 0 for NULL). */
 long ds_cuda_conv_searches(const ds_ctx *c);
+/* conv.cu: the start-up choices (ds_backend.choices_get / choices_set). */
+int ds_cuda_choices_get(ds_ctx *ctx, ds_choice *out, int max);
+ds_status ds_cuda_choices_set(ds_ctx *ctx, const ds_choice *in, int n);
 
 /* range_timing.cu: the backend's range_timing / range_times, and what
  * range_push / range_pop do while timing is on. */
@@ -76,7 +79,7 @@ double ds_cuda_peak_flops(ds_ctx *c, ds_dtype t, int tf32, char *how, size_t how
 #ifdef DS_HAVE_CUPTI
 ds_status ds_cuda_kernel_profile_start(ds_ctx *c);
 ds_status ds_cuda_kernel_profile_stop(ds_ctx *c, const char *trace_path, ds_kernel_stat *out,
-                                      int max, int *n);
+                                      int max, int *n, ds_kernel_stat *all);
 void ds_cuda_kprof_push(ds_ctx *c, const char *name);
 void ds_cuda_kprof_pop(ds_ctx *c);
 void ds_cuda_kprof_free(ds_ctx *c);

@@ -515,7 +515,7 @@ static ds_status write_trace(const ds_cuda_kprof *p, const char *path,
 }
 
 static ds_status finish(ds_ctx *c, ds_cuda_kprof *p, const char *trace_path, ds_kernel_stat *out,
-                        int max, int *n)
+                        int max, int *n, ds_kernel_stat *all)
 {
     DS_CUDA(cudaSetDevice(c->device));
     DS_CUDA(cudaDeviceSynchronize());   /* every stream: NCCL's and the uploads' too */
@@ -568,6 +568,15 @@ static ds_status finish(ds_ctx *c, ds_cuda_kprof *p, const char *trace_path, ds_
             a.occupancy_n++;
         }
     }
+    if (all) {   /* every kernel, the ones past max too: a step's launches and GPU time */
+        snprintf(all->name, sizeof all->name, "all kernels");
+        for (const agg &a : sums) {
+            all->launches += a.launches;
+            all->total_ms += a.total_ns / 1e6;
+            all->max_ms = std::max(all->max_ms, a.max_ns / 1e6);
+        }
+        all->occupancy = -1;
+    }
     std::sort(sums.begin(), sums.end(), [](const agg &a, const agg &b) {
         return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.launches > b.launches;
     });
@@ -591,15 +600,17 @@ static ds_status finish(ds_ctx *c, ds_cuda_kprof *p, const char *trace_path, ds_
 }
 
 ds_status ds_cuda_kernel_profile_stop(ds_ctx *c, const char *trace_path, ds_kernel_stat *out,
-                                      int max, int *n)
+                                      int max, int *n, ds_kernel_stat *all)
 {
     *n = 0;
+    if (all)
+        *all = ds_kernel_stat{};
     ds_cuda_kprof *p = c->kprof;
     if (!p)
         return DS_FAIL(DS_ERR_ARG, "kernel_profile_stop: no profile runs on this context");
     ds_status st;
     try {
-        st = finish(c, p, trace_path, out, max, n);
+        st = finish(c, p, trace_path, out, max, n, all);
     } catch (const std::bad_alloc &) {
         st = DS_FAIL(DS_ERR_MEM, "kernel profile: the records' tables");
     }

@@ -21,7 +21,7 @@ SECOND_PARTS="env libs build precision sweep families kernels mini memcheck mult
 ALL_PARTS="env libs build tests timing peer precision sweep families kernels mini memcheck multi"
 # multi: on one GPU (the usual lent machine) it records "not run" in a second;
 # on a machine with several, run --parts multi with its own budget
-declare -A CAP=([env]=20 [libs]=40 [build]=90 [tests]=150 [timing]=70 [peer]=140
+declare -A CAP=([env]=20 [libs]=40 [build]=90 [tests]=120 [timing]=150 [peer]=120
                 [precision]=60 [sweep]=70 [families]=60 [kernels]=60 [mini]=70 [memcheck]=50
                 [multi]=20)
 # the second profile's build is incremental when the first's build-gpu is there
@@ -70,9 +70,15 @@ there). Together with the working tree they stay under the tool's 64 MiB.
             nccl_one_rank, gpu_out_of_memory, data_parallel_gpu, ...);
             a skip fails here (a GPU is there)
   timing    ${CAP[timing]} s  dstrain bench ds2, LibriSpeech-like lengths, batch 32,
-            fp32 and fp16, train: samples/s and ms/step
+            train: fp32, fp16 three times (its spread run to run), fp32
+            --tf32; then fp32 and fp16 under --profile kernels (CUPTI:
+            launches and kernel time per step); bench/step-anatomy: per
+            configuration the step time, the host's enqueue time, the main
+            thread's CPU share, kernel time and launches, host- or
+            device-bound; the convolution algorithms chosen per layer
   peer      ${CAP[peer]} s  bench/pytorch_ds2.py, the same model, lengths and batch:
-            eager fp32 and AMP; bench/compare against the timing
+            eager fp32 and AMP; bench/compare against the timing, and
+            step-anatomy again with issue 34's targets against AMP
 --second (budget $BUDGET_DEFAULT s, or GPU_CHECK_BUDGET):
   env, libs as above; build ${CAP_SECOND_BUILD} s, incremental on the first's build-gpu
   precision ${CAP[precision]} s  tests/gpu/model_variants.sh on cuda and cpu (a record in the logs),
@@ -394,6 +400,10 @@ part_env() {
   set_info gcc "$(gcc -dumpfullversion 2>/dev/null)"
   set_info os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")"
   set_info cpus "$(nproc)"
+  # the host's CPU and clocks: a host-bound step (issue 34) moves with them
+  set_info cpu_model "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  set_info cpu_mhz "now $(awk -F': ' '/^cpu MHz/ { s += $2; n++ } END { if (n) printf "%.0f (mean of %d)", s / n, n }' /proc/cpuinfo); max $(cat /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq 2>/dev/null | awk '{ printf "%.0f", $1 / 1000 }')"
+  set_info cpu_governor "$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo unknown)"
   # the bundle's Debian 12 libraries need a C library at least as new
   local glibc
   glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
@@ -621,21 +631,67 @@ r = json.load(open(sys.argv[1]))["results"]
 sys.exit(not (len(r) == int(sys.argv[2]) and all(x["status"] == "ok" for x in r)))
 PY
 }
+# step_anatomy [PEER.json]: bench/step-anatomy over the timing's files, into
+# ds2-anatomy.txt / .json (the verdicts and the targets)
+step_anatomy() {
+  local k=() p=()
+  [ -f "$(outf ds2-kernels.json)" ] && k=(--kernels "$(outf ds2-kernels.json)")
+  [ -n "${1:-}" ] && [ -f "$1" ] && p=(--peer "$1")
+  "$py" "$repo/bench/step-anatomy" "$(outf ds2-timing.json)" "${k[@]}" "${p[@]}" \
+    --json "$(outf ds2-anatomy.json)" >"$(outf ds2-anatomy.txt)" 2>&1
+  cat "$(outf ds2-anatomy.txt)"
+}
+# The convolution algorithms a result ran (its "choices"), one per line.
+bench_choices() {
+  "$py" - "$1" <<'PY' 2>/dev/null
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    for c in r.get("choices") or []:
+        print("%s %s: %s: %s" % (r["precision"], r["mode"], c["what"], c["how"]))
+PY
+}
 part_timing() {
   have_build || return 1
-  local rc json
+  local rc rc_tf32 rc_k json tf32=$work/ds2-timing-tf32.json
   json=$(outf ds2-timing.json)
+  # fp16 three times, each in its own process: its spread run to run
   # shellcheck disable=SC2086
-  timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS --precision fp32,fp16 --out "$json" \
-    >"$work/timing.log" 2>&1
+  timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS --precision fp32,fp16,fp16,fp16 \
+    --out "$json" >"$work/timing.log" 2>&1
   rc=$?
   cat "$work/timing.log"
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS --precision fp32 --tf32 --out "$tf32" \
+    >>"$work/timing.log" 2>&1
+  rc_tf32=$?
+  # one file for step-anatomy: the tf32 result beside the others
+  [ -f "$tf32" ] && "$py" - "$json" "$tf32" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+a["results"] += b["results"]
+json.dump(a, open(sys.argv[1], "w"), indent=1)
+PY
+  # the kernels behind the step (CUPTI), fewer steps: the profile slows the host
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(left)" "$build/dstrain" bench ${TIMING_ARGS/--steps 10/--steps 3} --precision fp32,fp16 \
+    --profile kernels --out "$(outf ds2-kernels.json)" >"$work/kernels-timing.log" 2>&1
+  rc_k=$?
+  tail -3 "$work/kernels-timing.log"
+  bench_choices "$json" | sort -u >"$(outf ds2-conv-algorithms.txt)"
+  echo "convolution algorithms:"; cat "$(outf ds2-conv-algorithms.txt)"
+  step_anatomy
   fig=$(bench_figures "$json")
+  fig+="; $(grep -E '^  ' "$(outf ds2-anatomy.txt)" | awk '{ printf "%s %s: enqueue %s ms, kernels %s ms, %s launches, %s; ", $3, ($4 == "tf32" ? "tf32" : ""), $(NF-4), $(NF-2), $(NF-1), $NF }')"
+  { [ $rc_k -eq 0 ] && bench_ok "$(outf ds2-kernels.json)" 2; } ||
+    fig+="; --profile kernels failed ($(grep -m1 -E 'error|failed' "$work/kernels-timing.log" | cut -c1-200))"
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$work/timing.log"))"
-  [ $rc -eq 0 ] && bench_ok "$json" 2
+  [ $rc -eq 0 ] && [ $rc_tf32 -eq 0 ] && bench_ok "$json" 5
 }
-dry_part_timing() { fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16 --out $(outf ds2-timing.json)"; }
+dry_part_timing() {
+  fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16,fp16,fp16 --out $(outf ds2-timing.json);"
+  fig+=" the same --precision fp32 --tf32; --profile kernels --precision fp32,fp16 --steps 3; bench/step-anatomy"
+}
 
 part_peer() {
   local rc json
@@ -652,6 +708,7 @@ part_peer() {
   fig=$(bench_figures "$json")
   [ -f "$(outf ds2-timing.json)" ] &&
     "$py" "$repo/bench/compare" "$(outf ds2-timing.json)" "$json" >"$work/compare.txt" 2>&1 && cat "$work/compare.txt"
+  [ -f "$(outf ds2-timing.json)" ] && step_anatomy "$json"
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$work/peer.log"))"
   [ $rc -eq 0 ] && bench_ok "$json" 2

@@ -392,6 +392,15 @@ typedef struct {
     int occupancy_achieved;   /* 1: occupancy was measured, 0: theoretical */
 } ds_kernel_stat;
 
+/* One start-up choice of a backend: an algorithm for one direction of one
+ * layer's shape (cuDNN's convolution algorithms). Named, so that a log says
+ * which layer it is and ranks can check that they list the same ones. */
+typedef struct {
+    char what[96];   /* the layer's shape and direction: "conv fp16 32x1x1700x161 k41x11 s2x2 fwd" */
+    char how[64];    /* the choice in words: "IMPLICIT_PRECOMP_GEMM, tensor op" */
+    int code[2];     /* the backend's own codes (algorithm, math type) */
+} ds_choice;
+
 typedef struct ds_backend {
     const char *name;                  /* "cpu", "cuda" */
     /* Devices this backend can run on here (CPU: 1; CUDA: visible GPUs, 0 when none). */
@@ -463,10 +472,22 @@ typedef struct ds_backend {
      * launched in; stop waits for the queued work, writes a Chrome/
      * Perfetto trace (JSON trace events: kernels and ranges) to trace_path
      * unless NULL, and gives the kernels' totals, longest total first, into
-     * out [max] (*n of them). */
+     * out [max] (*n of them), and into *all (NULL: not wanted) the launches
+     * and time of every kernel, those past max included. */
     ds_status (*kernel_profile_start)(ds_ctx *);
     ds_status (*kernel_profile_stop)(ds_ctx *, const char *trace_path, ds_kernel_stat *out,
-                                     int max, int *n);
+                                     int max, int *n, ds_kernel_stat *all);
+    /* Start-up choices (both NULL where a backend makes none: the CPU).
+     * choices_get: the ones made so far on ctx (conv2d_work's), in the order
+     * made, into out [max] (NULL when max is 0); returns how many there are.
+     * choices_set: run in [n] instead: the list choices_get gives (the same
+     * n and what, in order) with another rank's codes; each shape's work
+     * need is recomputed for them, so a later conv2d_work returns what they
+     * need. DS_ERR_ARG, naming the choice, when the lists differ or a code
+     * cannot run here. So that every rank runs rank 0's choices (a timed
+     * search may pick differently on two GPUs of one job). */
+    int (*choices_get)(ds_ctx *, ds_choice *out, int max);
+    ds_status (*choices_set)(ds_ctx *, const ds_choice *in, int n);
 } ds_backend;
 
 /* Runs call (a ds_status expression) inside the range name of backend be on

@@ -290,6 +290,21 @@ static void plan_fc(ds_model *m, fc_layer *l, size_t rows)
     }
 }
 
+/* The work conv layer i and its residual branches need at the largest
+ * batch and length: the backend makes its start-up choices for them here
+ * (conv2d_work). As conv_backward (model_pass.c): the first layer's input,
+ * the features, gets no gradient, so its backward never asks for dx. */
+static size_t conv_work(ds_model *m, int i)
+{
+    ds_conv_geom g = ds_m_conv_geom(m, i, -1, m->lim.batch, m->t_max);
+    size_t work = m->op->conv2d_work(m->ctx, &g, i > 0);
+    for (int r = 0; r < m->conv[i].n_res; r++) {
+        g = ds_m_conv_geom(m, i, r, m->lim.batch, m->t_max);
+        work = max_size(work, m->op->conv2d_work(m->ctx, &g, 1));
+    }
+    return work;
+}
+
 /* Conv layer i's activations and its branches'; returns the work it needs. */
 static size_t plan_conv(ds_model *m, int i)
 {
@@ -308,20 +323,14 @@ static size_t plan_conv(ds_model *m, int i)
         l->o = take(act, dt, map);
         l->dout = take(dact, dt, map);
     }
-    /* as conv_backward (model_pass.c): the first layer's input, the
-     * features, gets no gradient, so its backward never asks for dx */
-    ds_conv_geom g = ds_m_conv_geom(m, i, -1, m->lim.batch, m->t_max);
-    size_t work = m->op->conv2d_work(m->ctx, &g, i > 0);
     for (int r = 0; r < l->n_res; r++) {
         res_branch *b = &l->res[r];
         b->a = take(act, dt, map);
         b->z = take(act, dt, map);
         plan_bn(m, &b->bn);
         b->da = take(dact, dt, map);
-        g = ds_m_conv_geom(m, i, r, m->lim.batch, m->t_max);
-        work = max_size(work, m->op->conv2d_work(m->ctx, &g, 1));
     }
-    return work;
+    return conv_work(m, i);
 }
 
 /* Assigns arena offsets for the largest batch, scratch included. */
@@ -439,8 +448,36 @@ static ds_status check_precision(const ds_backend *be, ds_dtype dt, const ds_ops
     return DS_OK;
 }
 
+/* The backend's start-up choices made here, then the ones h->choices_agree
+ * gives (rank 0's) run instead, before the arenas size the work they need. */
+static ds_status agree_choices(ds_model *m)
+{
+    const ds_backend *be = m->be;
+    if (!m->hooks.choices_agree || !be->choices_get || !be->choices_set)
+        return DS_OK;
+    for (int i = 0; i < m->cfg.n_conv; i++)
+        (void)conv_work(m, i);   /* a failed choice stays recorded for the layer's ops */
+    const int n = be->choices_get(m->ctx, NULL, 0);
+    ds_choice *c = calloc(n > 0 ? (size_t)n : 1, sizeof *c);
+    if (!c)
+        return DS_FAIL(DS_ERR_MEM, "model: %d start-up choices", n);
+    be->choices_get(m->ctx, c, n);
+    ds_status st = m->hooks.choices_agree(m->hooks.user, c, n);
+    if (st == DS_OK)
+        st = be->choices_set(m->ctx, c, n);
+    free(c);
+    return st;
+}
+
 ds_status ds_model_create(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx *ctx,
                           ds_dtype dt, const ds_model_limits *lim, ds_model **out)
+{
+    return ds_model_create_hooked(cfg, be, ctx, dt, lim, NULL, out);
+}
+
+ds_status ds_model_create_hooked(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx *ctx,
+                                 ds_dtype dt, const ds_model_limits *lim, const ds_model_hooks *h,
+                                 ds_model **out)
 {
     *out = NULL;
     const ds_ops *op;
@@ -451,11 +488,14 @@ ds_status ds_model_create(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx 
         return DS_FAIL(DS_ERR_MEM, "model");
     *m = (ds_model){.cfg = *cfg, .be = be, .ctx = ctx, .op = op, .dt = dt,
                     .roles = ds_backend_precision_roles(dt), .lim = *lim};
+    if (h)
+        m->hooks = *h;
     ds_status st;
     DS_TRY_GOTO(st, build_tables(m), fail);
     plan_frames(m);
     DS_TRY_GOTO(st, plan_rnn_layers(m), fail);
     DS_TRY_GOTO(st, place_tensors(m), fail);
+    DS_TRY_GOTO(st, agree_choices(m), fail);
     plan_arenas(m);
     DS_TRY_GOTO(st, alloc_buffers(m), fail);
     *out = m;

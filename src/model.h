@@ -121,10 +121,20 @@ ds_status ds_model_zero_grad(ds_model *m);
 typedef struct {
     ds_status (*grad_ready)(void *user, size_t place);
     ds_status (*bn_reduce)(void *user, void *mom, size_t len, ds_dtype dt);
+    /* At creation (ds_model_create_hooked), once the backend has made its
+     * start-up choices (ds_choice) and before the work they need is sized:
+     * replaces c [n] by the choices to run (rank 0's), collectively. */
+    ds_status (*choices_agree)(void *user, ds_choice *c, int n);
     void *user;
 } ds_model_hooks;
 
 void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h);
+
+/* The same with hooks in place from the start (h NULL: none), so that
+ * h->choices_agree decides the backend's start-up choices. */
+ds_status ds_model_create_hooked(const ds_model_cfg *cfg, const ds_backend *be, ds_ctx *ctx,
+                                 ds_dtype dt, const ds_model_limits *lim, const ds_model_hooks *h,
+                                 ds_model **out);
 
 /* Loss scaling: the logits gradient of every later ds_model_loss is
  * multiplied by scale [1] (scalar role, backend memory, read when the loss

@@ -20,13 +20,15 @@ add_test(NAME bench_compare COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/compare_test.p
 add_test(NAME bench_plot COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/plot_test.py)
 add_test(NAME bench_scaling_report COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/scaling_report_test.py)
 add_test(NAME bench_scaling_model COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/scaling_model_test.py)
+# step-anatomy: host against device per step, and issue 34's targets.
+add_test(NAME bench_step_anatomy COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/step_anatomy_test.py)
 # LibriSpeech-length batches formed as the sampler forms them, in dstrain
 # bench and pytorch_ds2.py's benchlib alike (issue 34, item 2).
 add_test(NAME bench_batch_formation
          COMMAND ${DSTRAIN_PEER_PYTHON} ${_bs}/batch_formation_test.py $<TARGET_FILE:dstrain>)
 set_tests_properties(bench_pytorch_ds2_model bench_pytorch_ds2_smoke bench_compare bench_plot
                      bench_scaling_report bench_scaling_model bench_batch_formation
-                     PROPERTIES TIMEOUT 300 ENVIRONMENT "${_bs_env}")
+                     bench_step_anatomy PROPERTIES TIMEOUT 300 ENVIRONMENT "${_bs_env}")
 
 # scaling-model's 2-rank prediction against `mpiexec -np 2 dstrain bench`
 # (link measured by bench_allreduce): printed, with a loose sanity bound; run

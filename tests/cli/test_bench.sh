@@ -63,6 +63,18 @@ run --batch 4 --mode train,forward --warmup 2 --steps 5 --out m.json >/dev/null 
 # preset a step is milliseconds, and a loaded machine reversed the order once)
 [ "$(field m.json "[x['mode'] for x in d['results']] == ['train', 'forward'] and d['results'][1]['step_ms'] > 0 and d['results'][1]['flops_per_step'] * 2.5 < d['results'][0]['flops_per_step']")" = True ] &&
   ok || bad "forward is not cheaper than train: $(field m.json "[(x['mode'], x['step_ms'], x['flops_per_step']) for x in d['results']]")"
+# where the step's time goes: each step's enqueue lies inside the step, and
+# the CPU computes while it queues, so it is most of the step; the main
+# thread's CPU time is within its wall time; no kernels are counted on the CPU
+"$py" - m.json <<'PY' && ok || bad "host_enqueue_ms / main_thread_cpu_share / launches_per_step: $(cat m.json)"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    mean = sum(r["step_ms_all"]) / len(r["step_ms_all"])
+    assert 0.5 * mean <= r["host_enqueue_ms"] <= mean * (1 + 1e-9), (r["mode"], r["host_enqueue_ms"], mean)
+    assert 0 < r["main_thread_cpu_share"] <= 1.02, (r["mode"], r["main_thread_cpu_share"])
+    assert r["launches_per_step"] is None and r["kernel_ms_per_step"] is None and r["bound"] is None, r["mode"]
+    assert r["choices"] == [], r["choices"]   # the CPU has one algorithm per op
+PY
 
 # 4. per-layer profile and its trace
 run --batch 4 --warmup 1 --steps 3 --profile layers --trace trace.json --out p.json >p.txt 2>&1 || bad "--profile layers: $(cat p.txt)"

@@ -65,3 +65,17 @@ add_test(NAME rank_agree_ranks
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_rank_agree.sh $<TARGET_FILE:dstrain>
                  ${DSTRAIN_PEER_PYTHON})
 set_tests_properties(rank_agree_ranks PROPERTIES TIMEOUT 300)
+
+# Start-up choices (cuDNN's algorithms): every rank runs rank 0's; a rank
+# that would have chosen otherwise says so, one that lists other shapes is
+# named on every rank; the model's creation passes the backend's choices
+# through the hook before sizing the work (issue 34, item 5).
+add_executable(test_choice_agree mpi/test_choice_agree.c)
+target_link_libraries(test_choice_agree PRIVATE dstrain_testutil)
+foreach(np 1 3)
+  add_test(NAME choice_agree_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:test_choice_agree>)
+  set_tests_properties(choice_agree_np${np} PROPERTIES TIMEOUT 120 ENVIRONMENT
+                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

@@ -312,7 +312,8 @@ static int test_kernel_profile(rig *r)
     T_OK(rig_step(r));   /* first-use costs (algorithm choice, library set-up) outside the profile */
     T_OK(be->kernel_profile_start(r->ctx));
     T_OK(rig_step(r));
-    T_OK(be->kernel_profile_stop(r->ctx, path, k, MAX_KERNELS, &n));
+    ds_kernel_stat all;
+    T_OK(be->kernel_profile_stop(r->ctx, path, k, MAX_KERNELS, &n, &all));
     printf("kernel profile: %d kernels (kernel, range)\n", n);
     T_CHECK(n > 0 && n < MAX_KERNELS, "%d kernels", n);
     long launches = 0;
@@ -332,17 +333,24 @@ static int test_kernel_profile(rig *r)
                     i > 0 && k[i - 1].total_ms < s->total_ms ? " (not sorted by total)" : "");
     }
     T_CHECK(bad == 0, "%d kernels with a bad record", bad);
+    double total = 0;
+    for (int i = 0; i < n; i++)
+        total += k[i].total_ms;
+    /* every kernel was listed (n < MAX_KERNELS): the totals are their sums */
+    T_CHECK(all.launches == launches && fabs(all.total_ms - total) <= 1e-9 * (1 + total),
+            "all kernels: %ld launches and %g ms, the list sums to %ld and %g", all.launches,
+            all.total_ms, launches, total);
     check_trace(path, launches);
 
     /* a second profile, no trace: the same kernels again */
     T_OK(be->kernel_profile_start(r->ctx));
     T_OK(rig_step(r));
     int n2 = -1;
-    T_OK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2));
+    T_OK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2, NULL));
     T_CHECK(n2 > 0, "a second profile found %d kernels", n2);
     /* stop without start refuses */
     ds_status_clear_error();
-    T_CHECK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2) != DS_OK,
+    T_CHECK(be->kernel_profile_stop(r->ctx, NULL, k, MAX_KERNELS, &n2, NULL) != DS_OK,
             "kernel_profile_stop without a start succeeded");
     ds_status_clear_error();
     return 0;
