@@ -36,6 +36,14 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     "the GPU; the CPU's results are the same bit for bit (`test_bucket_padding`). 0: off, " \
     "until a GPU run has shown it faster"
 
+/* --cpu-bind, which train and bench share (mpi/cpu_binding.h). */
+#define DS_CLI_CPU_BIND_HELP                                                                \
+    "with --device cuda, the CPUs each rank's threads run on: gpu, those nearest its GPU "  \
+    "(from the machine's topology, shared evenly by the node's ranks near the same CPUs; "  \
+    "a binding by the launcher, Open MPI's --bind-to or Slurm's --cpu-bind, is kept); "     \
+    "none: wherever the system puts them. The CPU path never binds"
+#define DS_CLI_CPU_BIND_NAMES ((const char *const[]){"none", "gpu", NULL})
+
 /* The same for a count: a whole number (--batch 1.5 is refused, not cut to 1). */
 int ds_cli_count(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* fp32 | fp64 | fp16 | bf16 for --flag of dstrain cmd; -1 (printed) otherwise. */

@@ -29,7 +29,7 @@ static ds_status hook_choices(void *user, ds_choice *c, int n)
 {
     const run_state *r = user;
     ds_choice_verdict v;
-    DS_TRY(ds_choices_agree(r->o->world, c, n, &v));
+    DS_TRY(ds_choice_agree(r->o->world, c, n, &v));
     if (v.changed)
         fprintf(stderr, "rank %d: %d start-up choices differ from rank 0's, which it runs: %s\n",
                 r->ranks.rank, v.changed, v.note);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cpu_binding.h"
 #include "ckpt_writer.h"
 #include "file.h"
 #include "h5_lock.h"
@@ -40,6 +41,21 @@ void ds_train_run_close(run_state *r)
         r->m.be->ctx_destroy(r->m.ctx);
 }
 
+/* A GPU rank's threads onto the CPUs nearest its GPU (cpu_binding.h),
+ * unless --cpu-bind none; said on rank 0's console. */
+static ds_status bind_cpus(run_state *r, int device)
+{
+    const ds_backend *be = r->m.be;
+    if (r->o->no_cpu_bind || !be->device_pci_bus_id)
+        return DS_OK;
+    char bus[64];
+    ds_cpu_binding b;
+    DS_TRY(be->device_pci_bus_id(device, bus, sizeof bus));
+    DS_TRY(ds_cpu_bind_rank(r->o->world, "/sys", bus, &b));
+    ds_log_print("rank 0's threads: %s (GPU %s; --cpu-bind none leaves them)\n", b.why, bus);
+    return DS_OK;
+}
+
 static ds_status open_backend(run_state *r)
 {
     const ds_train_opts *o = r->o;
@@ -47,7 +63,8 @@ static ds_status open_backend(run_state *r)
     if (!r->m.be)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: %s", o->device, ds_backend_missing(o->device));
     const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
-    return r->m.be->ctx_create(device, &o->compute, &r->m.ctx);
+    DS_TRY(r->m.be->ctx_create(device, &o->compute, &r->m.ctx));
+    return bind_cpus(r, device);
 }
 
 /* Out of memory while planning (where: the backend's device or the host's

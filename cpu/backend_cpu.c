@@ -330,6 +330,7 @@ const ds_backend ds_cpu_backend = {
     .peak_flops = cpu_peak_flops,
     .kernel_profile_start = NULL,   /* no kernels: --profile layers is the CPU's profile */
     .kernel_profile_stop = NULL,
+    .device_pci_bus_id = NULL,   /* no device: the CPU path never binds */
     .choices_get = NULL,   /* one algorithm per op: nothing to choose, nothing to agree */
     .choices_set = NULL,
 };

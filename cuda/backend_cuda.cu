@@ -80,6 +80,12 @@ static int cuda_device_count(void)
     return n;
 }
 
+static ds_status cuda_device_pci_bus_id(int device, char *buf, size_t size)
+{
+    DS_CUDA(cudaDeviceGetPCIBusId(buf, (int)size, device));
+    return DS_OK;
+}
+
 static ds_status no_device(int device, int count, cudaError_t why)
 {
     if (count == 0)
@@ -455,6 +461,7 @@ static void *cuda_native_queue(ds_ctx *c) { return (void *)c->stream; }
 extern "C" DS_PLUGIN_EXPORT const ds_backend ds_cuda_backend = {
     .name = "cuda",
     .device_count = cuda_device_count,
+    .device_pci_bus_id = cuda_device_pci_bus_id,
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
     .alloc = cuda_alloc,

@@ -59,7 +59,7 @@ static int note_changes(const ds_choice *mine, const ds_choice *first, int n, ch
     return changed;
 }
 
-ds_status ds_choices_agree(ds_world *w, ds_choice *c, int n, ds_choice_verdict *v)
+ds_status ds_choice_agree(ds_world *w, ds_choice *c, int n, ds_choice_verdict *v)
 {
     *v = (ds_choice_verdict){0};
     if (w->size == 1)

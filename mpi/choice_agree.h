@@ -24,6 +24,6 @@ typedef struct {
 /* Collective on w->comm, bounded by the watchdog: c [n] (this rank's) is
  * replaced by rank 0's. DS_ERR_ARG on every rank when some rank's n or a
  * choice's what differs from rank 0's. */
-ds_status ds_choices_agree(ds_world *w, ds_choice *c, int n, ds_choice_verdict *v);
+ds_status ds_choice_agree(ds_world *w, ds_choice *c, int n, ds_choice_verdict *v);
 
 #endif

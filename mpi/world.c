@@ -248,7 +248,7 @@ static ds_status half_types_init(void)
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
 {
     memset(w, 0, sizeof *w);
-    w->comm = w->grad_comm = MPI_COMM_NULL;
+    w->comm = w->grad_comm = w->node_comm = MPI_COMM_NULL;
     int provided = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized)
@@ -266,7 +266,8 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
                                          MPI_INFO_NULL, &local), "MPI_Comm_split_type"));
     MPI_Comm_rank(local, &w->local_rank);
     MPI_Comm_size(local, &w->local_size);
-    MPI_Comm_free(&local);
+    w->node_comm = local;
+    MPI_Comm_set_errhandler(w->node_comm, MPI_ERRORS_RETURN);
     DS_TRY(ds_device_bind(w->local_rank, w->local_size, visible_gpus, 0, &w->binding));
     w->device = w->binding.device;
     if (w->binding.warning[0] && w->local_rank == 0)   /* it describes the node: once per node */
@@ -307,6 +308,8 @@ void ds_world_finalize(ds_world *w)
         MPI_Comm_free(&w->comm);
     if (w->grad_comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->grad_comm);
+    if (w->node_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&w->node_comm);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);

@@ -16,6 +16,7 @@ typedef struct {
                                    * NCCL set-up re-checks with ds_device_bind(nccl = 1) */
     MPI_Comm comm;                /* main-thread collectives (BatchNorm moments, metrics) */
     MPI_Comm grad_comm;           /* the gradient reduction thread's collectives */
+    MPI_Comm node_comm;           /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
     double timeout_s;             /* watchdog: longest wait on other ranks, <= 0: none */
 } ds_world;
 

@@ -405,6 +405,9 @@ typedef struct ds_backend {
     const char *name;                  /* "cpu", "cuda" */
     /* Devices this backend can run on here (CPU: 1; CUDA: visible GPUs, 0 when none). */
     int (*device_count)(void);
+    /* The PCI address of a device ("0000:3B:00.0"), for the CPUs nearest it
+     * (cpu_binding.h). NULL where a backend has no devices (the CPU). */
+    ds_status (*device_pci_bus_id)(int device, char *buf, size_t size);
     /* A context (stream, library handles) on device; opts NULL: defaults (all 0). */
     ds_status (*ctx_create)(int device, const ds_ctx_opts *opts, ds_ctx **out);
     void (*ctx_destroy)(ds_ctx *);

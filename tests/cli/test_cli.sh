@@ -54,6 +54,8 @@ expect_fail "NaN number" "--lr nan: expected a number" "$bin" train --synthetic 
 expect_fail "loss scale below 1" "--loss-scale 0.5: expected a number in \[1," "$bin" train --synthetic --loss-scale 0.5
 expect_fail "loss scale word" "--loss-scale static: expected a number" "$bin" train --synthetic --loss-scale static
 expect_fail "loss scale window 0" "--loss-scale-window 0: expected a (whole )?number in \[1," "$bin" train --synthetic --loss-scale-window 0
+expect_fail "cpu binding word" "--cpu-bind numa: expected none or gpu" "$bin" train --synthetic --cpu-bind numa
+expect_fail "bench cpu binding word" "--cpu-bind 1: expected none or gpu" "$bin" bench --cpu-bind 1
 expect_fail "window without dynamic" "--loss-scale-window applies to a dynamic scale" "$bin" train --synthetic --loss-scale-window 10
 expect_fail "no data" "pass --train FILE.h5" "$bin" train --model tiny
 # --device cuda where it cannot run: not built in, or built with no GPU here

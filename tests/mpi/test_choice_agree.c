@@ -43,7 +43,7 @@ static int case_one_differs(ds_world *w)
     table(c, w->rank, 1);
     table(want, 0, 1);
     ds_choice_verdict v;
-    T_OK(ds_choices_agree(w, c, N, &v));
+    T_OK(ds_choice_agree(w, c, N, &v));
     T_CHECK(!memcmp(c, want, sizeof c), "rank %d: the table after agreement is not rank 0's", w->rank);
     const int odd = w->rank == 1;
     T_CHECK(v.changed == odd, "rank %d: %d choices changed", w->rank, v.changed);
@@ -61,7 +61,7 @@ static int case_same(ds_world *w)
     ds_choice c[N];
     table(c, w->rank, -1);
     ds_choice_verdict v;
-    T_OK(ds_choices_agree(w, c, N, &v));
+    T_OK(ds_choice_agree(w, c, N, &v));
     T_CHECK(v.changed == 0 && v.ranks_changed == 0, "rank %d: equal tables: %d changed, %d ranks",
             w->rank, v.changed, v.ranks_changed);
     return 0;
@@ -78,7 +78,7 @@ static int case_refused(ds_world *w, int who, int n_who, int rename, const char 
         snprintf(c[3].what, sizeof c[3].what, "conv fp16 16x1x800x161 layer 1 bwd-filter");
     ds_choice_verdict v;
     ds_status_clear_error();
-    const ds_status st = ds_choices_agree(w, c, w->rank == who ? n_who : N, &v);
+    const ds_status st = ds_choice_agree(w, c, w->rank == who ? n_who : N, &v);
     T_CHECK(st == DS_ERR_ARG, "rank %d: status %d, not DS_ERR_ARG (%s)", w->rank, st, must);
     T_CHECK(strstr(ds_status_last_error(), must), "rank %d: '%s' does not say '%s'", w->rank,
             ds_status_last_error(), must);
@@ -114,7 +114,7 @@ static ds_status fake_set(ds_ctx *ctx, const ds_choice *in, int n)
 static ds_status hook(void *user, ds_choice *c, int n)
 {
     ds_choice_verdict v;
-    return ds_choices_agree(user, c, n, &v);
+    return ds_choice_agree(user, c, n, &v);
 }
 
 static int case_model(ds_world *w)
