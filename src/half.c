@@ -119,26 +119,118 @@ static uint16_t narrow_f64(double d, narrow_fmt f)
 uint16_t ds_half_f16_from_f64(double d) { return narrow_f64(d, FMT_F16); }
 uint16_t ds_half_bf16_from_f64(double d) { return narrow_f64(d, FMT_BF16); }
 
+/* ---- whole arrays: 8 at a time with F16C and AVX2 where the CPU has them ----
+ * The vector paths give the scalar functions' bits for every input (test_half
+ * compares them): vcvtps2ph rounds to nearest even by its immediate whatever
+ * MXCSR says, and a NaN, whose payload it would keep, is made the scalar
+ * path's quiet NaN; bfloat16 uses the scalar carry trick on 8 lanes. The
+ * CPU backend's 16-bit tables widen and narrow every op's operands here. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define X86_VEC __attribute__((target("avx2,f16c")))
+
+static int x86_vec(void)
+{
+    static int have = -1;   /* a benign race: every thread computes the same */
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    }
+    return have;
+}
+
+/* lanes of x [8] that hold a NaN: all ones */
+X86_VEC static __m256i nan_lanes(__m256i x)
+{
+    const __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+    return _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x7f800000));
+}
+
+X86_VEC static size_t f16_from_f32_x86(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 f = _mm256_loadu_ps(src + i);
+        const __m256i x = _mm256_castps_si256(f), nan = nan_lanes(x);
+        __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+        /* NaN lanes: sign | 0x7e00, as the scalar path */
+        const __m128i qnan = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(_mm256_castsi256_si128(
+                                                                             _mm256_srai_epi32(x, 16)),
+                                                                         _mm256_extracti128_si256(
+                                                                             _mm256_srai_epi32(x, 16), 1)),
+                                                         _mm_set1_epi16((short)0x8000)),
+                                          _mm_set1_epi16(0x7e00));
+        const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+        h = _mm_blendv_epi8(h, qnan, nan16);
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    return i;
+}
+
+X86_VEC static size_t f32_from_f16_x86(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)   /* exact; a NaN quietened with its payload, as the scalar path */
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    return i;
+}
+
+X86_VEC static size_t bf16_from_f32_x86(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+    const __m256i one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i hi = _mm256_srli_epi32(x, 16);
+        const __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(x, round), _mm256_and_si256(hi, one)), 16);
+        const __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+        const __m256i v = _mm256_blendv_epi8(r, q, nan_lanes(x));   /* each lane <= 0xffff */
+        /* packus works per 128-bit half: lanes 0-3, 4-7 come out as 64-bit words 0 and 2 */
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(p));
+    }
+    return i;
+}
+
+X86_VEC static size_t f32_from_bf16_x86(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i))), 16);
+        const __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_blendv_epi8(x, q, nan_lanes(x)));
+    }
+    return i;
+}
+
+#define VEC_DONE(fn, dst, src, n) (x86_vec() ? fn(dst, src, n) : 0)
+#else
+#define VEC_DONE(fn, dst, src, n) ((size_t)0)
+#endif
+
 void ds_half_f16_from_f32_n(uint16_t *dst, const float *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = VEC_DONE(f16_from_f32_x86, dst, src, n); i < n; i++)
         dst[i] = ds_half_f16_from_f32(src[i]);
 }
 
 void ds_half_f32_from_f16_n(float *dst, const uint16_t *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = VEC_DONE(f32_from_f16_x86, dst, src, n); i < n; i++)
         dst[i] = ds_half_f32_from_f16(src[i]);
 }
 
 void ds_half_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = VEC_DONE(bf16_from_f32_x86, dst, src, n); i < n; i++)
         dst[i] = ds_half_bf16_from_f32(src[i]);
 }
 
 void ds_half_f32_from_bf16_n(float *dst, const uint16_t *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = VEC_DONE(f32_from_bf16_x86, dst, src, n); i < n; i++)
         dst[i] = ds_half_f32_from_bf16(src[i]);
 }

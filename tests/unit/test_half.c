@@ -9,7 +9,11 @@
  *    even, the rest to the nearer neighbour; the test also counts how many
  *    of these a stop at float would get wrong, to show they are the cases
  *    that matter;
- *  - known values at the edges; ds_convert between all supported pairs. */
+ *  - known values at the edges; ds_convert between all supported pairs;
+ *  - the array functions (8 at a time with F16C and AVX2 where the CPU has
+ *    them) give the scalar functions' bits: every F16 and BF16 pattern
+ *    widened, every 61st float pattern and the edges narrowed, from odd
+ *    offsets and with lengths that leave a tail. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -248,6 +252,72 @@ static void check_convert(void)
     free(f);
 }
 
+/* The _n functions against the scalar ones over src [n]; offsets: also from
+ * offsets 3 and 6 and with 4 and 8 left off the end (tails, unaligned). */
+static size_t arrays_agree(const float *f, const uint16_t *h, size_t n, float *fo, uint16_t *ho,
+                           int offsets)
+{
+    size_t bad = 0;
+    const size_t last = offsets ? 9 : 1;
+    for (size_t off = 0; off < last && off < n; off += 3)
+        for (size_t cut = 0; cut < last && cut + off < n; cut += 4) {
+            const size_t m = n - off - cut;
+            ds_half_f16_from_f32_n(ho, f + off, m);
+            for (size_t i = 0; i < m; i++)
+                bad += ho[i] != ds_half_f16_from_f32(f[off + i]);
+            ds_half_bf16_from_f32_n(ho, f + off, m);
+            for (size_t i = 0; i < m; i++)
+                bad += ho[i] != ds_half_bf16_from_f32(f[off + i]);
+            ds_half_f32_from_f16_n(fo, h + off, m);
+            for (size_t i = 0; i < m; i++)
+                bad += bits_f32(fo[i]) != bits_f32(ds_half_f32_from_f16(h[off + i]));
+            ds_half_f32_from_bf16_n(fo, h + off, m);
+            for (size_t i = 0; i < m; i++)
+                bad += bits_f32(fo[i]) != bits_f32(ds_half_f32_from_bf16(h[off + i]));
+        }
+    return bad;
+}
+
+static void check_arrays(void)
+{
+    enum { N = 1 << 16, STRIDE = 61 };
+    float *f = malloc(N * sizeof *f), *fo = malloc(N * sizeof *fo);
+    uint16_t *h = malloc(N * sizeof *h), *ho = malloc(N * sizeof *ho);
+    size_t bad = 0, tried = 0;
+    /* float patterns 0, 61, 122, ... in chunks of N (every exponent, both signs,
+     * NaNs with payloads, subnormals), each chunk beside every 16-bit pattern */
+    for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)N * STRIDE) {
+        for (uint32_t k = 0; k < N; k++) {
+            const uint64_t x = base + (uint64_t)k * STRIDE;
+            const uint32_t b = (uint32_t)x;
+            memcpy(&f[k], &b, sizeof b);
+            h[k] = (uint16_t)k;
+        }
+        bad += arrays_agree(f, h, N, fo, ho, base == 0);
+        tried += N;
+    }
+    /* the edges: around 65520 (F16's overflow), F16's smallest subnormal and
+     * normal, ties, infinities and NaNs of both signs */
+    static const uint32_t edge[] = {0x477fefffu, 0x477ff000u, 0x477ff001u, 0x33000000u, 0x33000001u,
+                                    0x32ffffffu, 0x38800000u, 0x387fffffu, 0x3f801000u, 0x3f803000u,
+                                    0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffbfffffu, 0x7f800001u,
+                                    0x80000000u, 0x00000001u, 0x7f7fffffu, 0xff7fffffu, 0x3f808000u,
+                                    0x3f818000u};
+    const size_t ne = sizeof edge / sizeof *edge;
+    for (size_t k = 0; k < ne; k++) {
+        memcpy(&f[k], &edge[k], sizeof edge[k]);
+        h[k] = (uint16_t)(0x7c01u + k * 0x1111u);
+    }
+    bad += arrays_agree(f, h, ne, fo, ho, 1);
+    printf("arrays: %zu float patterns (every %dth) and the 16-bit ones: %zu differ from the scalar "
+           "functions\n", tried, STRIDE, bad);
+    T_CHECK(bad == 0, "the array conversions differ from the scalar ones in %zu places", bad);
+    free(f);
+    free(fo);
+    free(h);
+    free(ho);
+}
+
 int main(void)
 {
     const fmt f16 = {"F16", f16_f64, ds_half_f16_from_f32, f16_value, 0x7bff};
@@ -259,5 +329,6 @@ int main(void)
     check_midpoints(&bf16);
     check_convert();
     check_float_paths_agree();
+    check_arrays();
     return t_finish("test_half");
 }
