@@ -374,12 +374,14 @@ static __device__ void bn_batch_stats(const S *mom, int c, int ch, double count,
 
 /* Per channel: save_mean, save_invstd (assign) and the running estimates
  * (unbiased variance; one value has no spread, so its biased 0 stays).
- * Every pointer is of the stats type S. */
+ * count_ [1] (scalar) is the batch's, read here on the device; every other
+ * pointer is of the stats type S. */
 template <typename S>
-static __global__ void bn_train_stats_kernel(int c, double count, double eps, double momentum,
-                                             const S *mom, S *save_mean, S *save_invstd,
-                                             S *run_mean, S *run_var)
+static __global__ void bn_train_stats_kernel(int c, const double *__restrict__ count_, double eps,
+                                             double momentum, const S *mom, S *save_mean,
+                                             S *save_invstd, S *run_mean, S *run_var)
 {
+    const double count = *count_;
     for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
         double mean, var, invstd;
         bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
@@ -397,7 +399,8 @@ template <typename M> struct bn_affine {
     M mean, scale, shift;
 };
 
-/* Training mode: statistics from mom and count. */
+/* Training mode: statistics from mom and count [1] (scalar, in device
+ * memory: read once per channel a thread serves). */
 template <typename T> struct bn_apply_train_op {
     typedef ds_math_t<T> M;
     typedef ds_stats_t<T> S;
@@ -406,11 +409,12 @@ template <typename T> struct bn_apply_train_op {
     const S *mom, *gamma, *beta;
     T *y;
     int c;
-    double count, eps;
+    const double *count;
+    double eps;
     __device__ param_t param(int ch) const
     {
         double mean, var, invstd;
-        bn_batch_stats(mom, c, ch, count, eps, mean, var, invstd);
+        bn_batch_stats(mom, c, ch, *count, eps, mean, var, invstd);
         return {(M)mean, (M)(invstd * gamma[ch]), (M)beta[ch]};
     }
     __device__ void set(const param_t &a, long e, bool real) const
@@ -439,27 +443,28 @@ template <typename T> struct bn_apply_eval_op {
     }
 };
 
-/* x, y: view v, len [v.n]; mom [2c] from bn_moments (possibly summed over
- * ranks) with count real positions behind it; gamma, beta [c];
- * save_mean, save_invstd [c] (assign); run_mean, run_var [c] updated. */
+/* x, y: view v, len [v.n]; count [1] (scalar, device memory: the host cannot
+ * check it without waiting, the model does before uploading it) real
+ * positions behind mom [2c] from bn_moments (possibly summed over ranks);
+ * gamma, beta [c]; save_mean, save_invstd [c] (assign); run_mean, run_var
+ * [c] updated. */
 template <typename T>
-ds_status cuda_bn_fwd_train(ds_ctx *ctx, const ds_view *v, const int *len, double count,
+ds_status cuda_bn_fwd_train(ds_ctx *ctx, const ds_view *v, const int *len, const void *count,
                             const void *x, const void *mom, const void *gamma, const void *beta,
                             double eps, double momentum, void *y, void *save_mean,
                             void *save_invstd, void *run_mean, void *run_var)
 {
     typedef ds_stats_t<T> S;
-    if (!(count > 0))
-        return DS_FAIL(DS_ERR_ARG, "bn_fwd_train: no real positions (count %g)", count);
     if (v->c <= 0)
         return DS_OK;
+    const double *count_d = (const double *)count;
     bn_train_stats_kernel<S><<<ds_cuda_grid(ctx, (size_t)v->c), DS_CUDA_BLOCK, 0, ctx->stream>>>(
-        v->c, count, eps, momentum, (const S *)mom, (S *)save_mean, (S *)save_invstd,
+        v->c, count_d, eps, momentum, (const S *)mom, (S *)save_mean, (S *)save_invstd,
         (S *)run_mean, (S *)run_var);
     DS_LAUNCHED();
     return bn_map(ctx, v, len,
                   bn_apply_train_op<T>{(const T *)x, (const S *)mom, (const S *)gamma,
-                                       (const S *)beta, (T *)y, v->c, count, eps});
+                                       (const S *)beta, (T *)y, v->c, count_d, eps});
 }
 
 /* x, y: view v, len [v.n]; gamma, beta, run_mean, run_var [c]. */
@@ -529,11 +534,12 @@ template <typename T> struct bn_bwd_train_op {
     T *dx;
     S *dgamma, *dbeta;
     int c;
-    double count;
+    const double *count;   /* [1] scalar, device memory */
     __device__ param_t param(int ch) const
     {
+        const double n = *count;
         const M inv = save_invstd[ch], gi = gamma[ch] * inv;
-        return {(M)save_mean[ch], inv, (M)(gi / count), (M)count, (M)mom[ch], (M)mom[c + ch]};
+        return {(M)save_mean[ch], inv, (M)(gi / n), (M)n, (M)mom[ch], (M)mom[c + ch]};
     }
     __device__ void add(const param_t &q, long e, double &s1, double &s2) const
     {
@@ -551,22 +557,21 @@ template <typename T> struct bn_bwd_train_op {
 };
 
 /* dy, x, dx: view v, len [v.n]; gamma, save_mean, save_invstd [c]; mom [2*c]
- * from bn_bwd_moments (possibly summed over ranks) with count behind it.
- * dx (or NULL), dgamma, dbeta [c] accumulate. */
+ * from bn_bwd_moments (possibly summed over ranks) with count [1] (scalar,
+ * device memory, as in cuda_bn_fwd_train) behind it. dx (or NULL), dgamma,
+ * dbeta [c] accumulate. */
 template <typename T>
-ds_status cuda_bn_bwd_train(ds_ctx *ctx, const ds_view *v, const int *len, double count,
+ds_status cuda_bn_bwd_train(ds_ctx *ctx, const ds_view *v, const int *len, const void *count,
                             const void *dy, const void *x, const void *gamma,
                             const void *save_mean, const void *save_invstd, const void *mom,
                             void *dx, void *dgamma, void *dbeta)
 {
     typedef ds_stats_t<T> S;
-    if (!(count > 0))
-        return DS_FAIL(DS_ERR_ARG, "bn_bwd_train: no real positions (count %g)", count);
     return bn_reduce(ctx, v, len,
                      bn_bwd_train_op<T>{(const T *)dy, (const T *)x, (const S *)gamma,
                                         (const S *)save_mean, (const S *)save_invstd,
                                         (const S *)mom, (T *)dx, (S *)dgamma, (S *)dbeta, v->c,
-                                        count});
+                                        (const double *)count});
 }
 
 /* Evaluation-mode backward: the running statistics are constants, so
@@ -621,20 +626,20 @@ ds_status cuda_bn_bwd_eval(ds_ctx *ctx, const ds_view *v, const int *len, const 
 #define BN_INSTANTIATE(T)                                                                     \
     template ds_status cuda_bn_moments<T>(ds_ctx *, const ds_view *, const int *, const void *, \
                                           void *);                                            \
-    template ds_status cuda_bn_fwd_train<T>(ds_ctx *, const ds_view *, const int *, double,     \
+    template ds_status cuda_bn_fwd_train<T>(ds_ctx *, const ds_view *, const int *,            \
                                             const void *, const void *, const void *,          \
-                                            const void *, double, double, void *, void *,      \
-                                            void *, void *, void *);                           \
+                                            const void *, const void *, double, double,        \
+                                            void *, void *, void *, void *, void *);           \
     template ds_status cuda_bn_fwd_eval<T>(ds_ctx *, const ds_view *, const int *, const void *, \
                                            const void *, const void *, const void *,          \
                                            const void *, double, void *);                     \
     template ds_status cuda_bn_bwd_moments<T>(ds_ctx *, const ds_view *, const int *,          \
                                               const void *, const void *, const void *,        \
                                               const void *, void *);                           \
-    template ds_status cuda_bn_bwd_train<T>(ds_ctx *, const ds_view *, const int *, double,     \
+    template ds_status cuda_bn_bwd_train<T>(ds_ctx *, const ds_view *, const int *,            \
                                             const void *, const void *, const void *,          \
-                                            const void *, const void *, const void *, void *,  \
-                                            void *, void *);                                   \
+                                            const void *, const void *, const void *,          \
+                                            const void *, void *, void *, void *);             \
     template ds_status cuda_bn_bwd_eval<T>(ds_ctx *, const ds_view *, const int *, const void *, \
                                            const void *, const void *, const void *,          \
                                            const void *, double, void *, void *, void *);

@@ -245,19 +245,23 @@ __global__ void ctc_recursions(int t, int n, int c, int blank, const int *__rest
         ctc_beta(T, blank, lab, S, smax, lpi, fstride, beta_all + (size_t)i * t * smax);
 }
 
-/* Kernel 3, a block per row (s, i) of dlogits [t][n][c] (assigns): scale *
- * loss_scale[0] (NULL: 1) * (softmax - occupancy), the occupancy of class k summed over the states of k
- * in state order; zero past len[i] and where ll[i] is -inf, NaN where it is +inf. */
+/* Kernel 3, a block per row (s, i) of dlogits [t][n][c] (assigns):
+ * grad_scale[0] * loss_scale[0] (NULL: 1) * (softmax - occupancy), the
+ * occupancy of class k summed over the states of k in state order; zero past
+ * len[i] and where ll[i] is -inf, NaN where it is +inf. Both scales [1]
+ * (scalar) are read in device memory: the host sets grad_scale per batch,
+ * the optimizer's verdicts loss_scale. */
 template <typename T>
 __global__ void ctc_grad(int t, int n, int c, int blank, const int *__restrict__ len,
                          const int *__restrict__ labels, const int *__restrict__ label_off,
                          const int *__restrict__ label_len, size_t smax,
                          const double *__restrict__ lp, const double *__restrict__ alpha_all,
                          const double *__restrict__ beta_all, const double *__restrict__ ll_all,
-                         double scale, const double *__restrict__ loss_scale,
-                         T *__restrict__ dlogits)
+                         const double *__restrict__ grad_scale,
+                         const double *__restrict__ loss_scale, T *__restrict__ dlogits)
 {
     __shared__ double occ_sh[GRAD_CHUNK];
+    double scale = *grad_scale;
     if (loss_scale)   /* read on the device: the optimizer's last verdict set it */
         scale *= *loss_scale;
     const size_t rows = (size_t)t * n;
@@ -342,10 +346,12 @@ __global__ void argmax_rows(size_t rows, int c, const T *__restrict__ logits,
     }
 }
 
-/* loss [n] (scalar) -> out [DS_LOSS_SCALARS]: one thread, in order i = 0..n-1. */
-__global__ void loss_total_kernel(int n, double norm, const double *__restrict__ loss,
-                                  double *__restrict__ out)
+/* loss [n] (scalar) -> out [DS_LOSS_SCALARS]: one thread, in order i = 0..n-1;
+ * norm [1] (scalar) is the batch's, read in device memory. */
+__global__ void loss_total_kernel(int n, const double *__restrict__ norm_,
+                                  const double *__restrict__ loss, double *__restrict__ out)
 {
+    const double norm = *norm_;
     double sum = 0, inf = 0;
     for (int i = 0; i < n; i++) {
         if (loss[i] == INFINITY)   /* impossible: counted; a NaN is summed, as on the CPU */
@@ -376,12 +382,13 @@ template <typename T> size_t cuda_ctc_work(int t, int n, int c, int max_label_le
 }
 
 /* logits [t][n][c], len [n], labels [sum label_len], label_off [n],
- * label_len [n], loss [n] (scalar, assigns), dlogits [t][n][c] or NULL
+ * label_len [n], grad_scale [1] and loss_scale [1] (scalar, device memory;
+ * loss_scale NULL: 1), loss [n] (scalar, assigns), dlogits [t][n][c] or NULL
  * (assigns), work [cuda_ctc_work(t, n, c, max_label_len)]. */
 template <typename T>
 ds_status cuda_ctc_loss(ds_ctx *ctx, int t, int n, int c, int blank, const void *logits,
                         const int *len, const int *labels, const int *label_off,
-                        const int *label_len, int max_label_len, double grad_scale,
+                        const int *label_len, int max_label_len, const void *grad_scale,
                         const void *loss_scale, void *loss, void *dlogits, void *work)
 {
     if (t < 0 || n < 0 || c < 1 || blank < 0 || blank >= c || max_label_len < 0)
@@ -404,7 +411,7 @@ ds_status cuda_ctc_loss(ds_ctx *ctx, int t, int n, int c, int blank, const void 
     if (dlogits && rows > 0) {
         ctc_grad<T><<<row_grid(ctx, rows, 1), GRAD_BLOCK, 0, ctx->stream>>>(
             t, n, c, blank, len, labels, label_off, label_len, smax, w.lp, w.alpha, w.beta, w.ll,
-            grad_scale, (const double *)loss_scale, (T *)dlogits);
+            (const double *)grad_scale, (const double *)loss_scale, (T *)dlogits);
         DS_LAUNCHED();
     }
     return DS_OK;
@@ -427,11 +434,13 @@ ds_status cuda_argmax(ds_ctx *ctx, int t, int n, int c, const void *logits, int 
     return DS_OK;
 }
 
-/* loss [n] (scalar) -> out [DS_LOSS_SCALARS] (scalar, assigns). */
+/* loss [n] (scalar), norm [1] (scalar, device memory) -> out
+ * [DS_LOSS_SCALARS] (scalar, assigns). */
 template <typename T>
-ds_status cuda_loss_total(ds_ctx *ctx, int n, double norm, const void *loss, void *out)
+ds_status cuda_loss_total(ds_ctx *ctx, int n, const void *norm, const void *loss, void *out)
 {
-    loss_total_kernel<<<1, 1, 0, ctx->stream>>>(n, norm, (const double *)loss, (double *)out);
+    loss_total_kernel<<<1, 1, 0, ctx->stream>>>(n, (const double *)norm, (const double *)loss,
+                                                (double *)out);
     DS_LAUNCHED();
     return DS_OK;
 }
@@ -440,9 +449,10 @@ ds_status cuda_loss_total(ds_ctx *ctx, int n, double norm, const void *loss, voi
     template size_t cuda_ctc_work<T>(int, int, int, int);                                      \
     template ds_status cuda_ctc_loss<T>(ds_ctx *, int, int, int, int, const void *,            \
                                         const int *, const int *, const int *, const int *,    \
-                                        int, double, const void *, void *, void *, void *);    \
+                                        int, const void *, const void *, void *, void *,       \
+                                        void *);                                               \
     template ds_status cuda_argmax<T>(ds_ctx *, int, int, int, const void *, int *);           \
-    template ds_status cuda_loss_total<T>(ds_ctx *, int, double, const void *, void *);
+    template ds_status cuda_loss_total<T>(ds_ctx *, int, const void *, const void *, void *);
 
 CTC_INSTANTIATE(float)
 CTC_INSTANTIATE(double)

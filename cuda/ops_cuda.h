@@ -39,7 +39,7 @@ template <typename T> ds_status cuda_add(ds_ctx *, size_t n, const void *x, void
 template <typename T>
 ds_status cuda_bn_moments(ds_ctx *, const ds_view *v, const int *len, const void *x, void *mom);
 template <typename T>
-ds_status cuda_bn_fwd_train(ds_ctx *, const ds_view *v, const int *len, double count,
+ds_status cuda_bn_fwd_train(ds_ctx *, const ds_view *v, const int *len, const void *count,
                             const void *x, const void *mom, const void *gamma, const void *beta,
                             double eps, double momentum, void *y, void *save_mean,
                             void *save_invstd, void *run_mean, void *run_var);
@@ -52,7 +52,7 @@ ds_status cuda_bn_bwd_moments(ds_ctx *, const ds_view *v, const int *len, const 
                               const void *x, const void *save_mean, const void *save_invstd,
                               void *mom);
 template <typename T>
-ds_status cuda_bn_bwd_train(ds_ctx *, const ds_view *v, const int *len, double count,
+ds_status cuda_bn_bwd_train(ds_ctx *, const ds_view *v, const int *len, const void *count,
                             const void *dy, const void *x, const void *gamma,
                             const void *save_mean, const void *save_invstd, const void *mom,
                             void *dx, void *dgamma, void *dbeta);
@@ -109,12 +109,12 @@ template <typename T> size_t cuda_ctc_work(int t, int n, int c, int max_label_le
 template <typename T>
 ds_status cuda_ctc_loss(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                         const int *len, const int *labels, const int *label_off,
-                        const int *label_len, int max_label_len, double grad_scale,
+                        const int *label_len, int max_label_len, const void *grad_scale,
                         const void *loss_scale, void *loss, void *dlogits, void *work);
 template <typename T>
 ds_status cuda_argmax(ds_ctx *, int t, int n, int c, const void *logits, int *best);
 template <typename T>
-ds_status cuda_loss_total(ds_ctx *, int n, double norm, const void *loss, void *out);
+ds_status cuda_loss_total(ds_ctx *, int n, const void *norm, const void *loss, void *out);
 
 /* convert.cu: dst [n] of dt = src [n] of st, rounded once (ds_backend.convert) */
 ds_status cuda_convert(ds_ctx *, ds_dtype dt, void *dst, ds_dtype st, const void *src, size_t n);

@@ -17,6 +17,11 @@
  *  - pointers named d* are gradients; parameter gradients accumulate (+=),
  *    input gradients too, unless the comment says "assigns";
  *  - NULL means "not wanted" only where the comment says so;
+ *  - the per-batch scalars (BatchNorm's count, the loss norm, the gradient
+ *    scale 1 / norm) are scalar-role [1] tensors in backend memory, not host
+ *    arguments: the ops read them there, so that a step captured once per
+ *    batch shape (a CUDA Graph) serves every batch of that shape once the
+ *    host has uploaded its values;
  *  - lengths, labels and offsets are int32 arrays in backend memory; where a
  *    library needs lengths on the host too (cuDNN's RNN data descriptor) the
  *    op takes both, and they must agree;
@@ -194,21 +199,25 @@ typedef struct ds_ops {
     ds_status (*mask)(ds_ctx *, const ds_view *v, const int *len, void *x);
 
     /* ---- BatchNorm over real positions only (padding neither counts nor
-     * receives output: y is zero there). count = number of real positions
-     * per channel, across every rank whose moments were summed: the host
-     * knows it from the lengths. gamma, beta, dgamma, dbeta, save_mean,
-     * save_invstd, run_mean, run_var [c] and mom [2*c] are stats role. ---- */
+     * receives output: y is zero there). count [1] (scalar) = number of real
+     * positions per channel, across every rank whose moments were summed:
+     * the host knows it from the lengths and uploads it with the batch. It
+     * must be > 0 (the model asks for 2 or more): the cpu backend returns
+     * DS_ERR_ARG otherwise; the cuda backend, which would have to wait for
+     * the device to see it, gives NaN or infinite statistics. gamma, beta,
+     * dgamma, dbeta, save_mean, save_invstd, run_mean, run_var [c] and mom
+     * [2*c] are stats role. ---- */
     /* mom [2*c]: sum of x, then sum of x^2, per channel (assigns). */
     ds_status (*bn_moments)(ds_ctx *, const ds_view *v, const int *len, const void *x,
                             void *mom);
-    /* Batch statistics from mom; biased variance normalises, unbiased variance
-     * enters the running estimate: r = (1-momentum)*r + momentum*stat.
-     * x, y share view v. */
-    ds_status (*bn_fwd_train)(ds_ctx *, const ds_view *v, const int *len, double count,
-                              const void *x, const void *mom, const void *gamma,
-                              const void *beta, double eps, double momentum, void *y,
-                              void *save_mean, void *save_invstd, void *run_mean,
-                              void *run_var);
+    /* Batch statistics from mom and count [1] (scalar); biased variance
+     * normalises, unbiased variance enters the running estimate:
+     * r = (1-momentum)*r + momentum*stat. x, y share view v (y assigns). */
+    ds_status (*bn_fwd_train)(ds_ctx *, const ds_view *v, const int *len,
+                              const void *count /* [1] scalar */, const void *x,
+                              const void *mom, const void *gamma, const void *beta, double eps,
+                              double momentum, void *y, void *save_mean, void *save_invstd,
+                              void *run_mean, void *run_var);
     ds_status (*bn_fwd_eval)(ds_ctx *, const ds_view *v, const int *len, const void *x,
                              const void *gamma, const void *beta, const void *run_mean,
                              const void *run_var, double eps, void *y);
@@ -216,10 +225,13 @@ typedef struct ds_ops {
     ds_status (*bn_bwd_moments)(ds_ctx *, const ds_view *v, const int *len, const void *dy,
                                 const void *x, const void *save_mean,
                                 const void *save_invstd, void *mom);
-    ds_status (*bn_bwd_train)(ds_ctx *, const ds_view *v, const int *len, double count,
-                              const void *dy, const void *x, const void *gamma,
-                              const void *save_mean, const void *save_invstd,
-                              const void *mom, void *dx, void *dgamma, void *dbeta);
+    /* dy, x, dx (NULL: not wanted) share view v; count [1] (scalar) as in
+     * bn_fwd_train; mom [2*c] from bn_bwd_moments; dx, dgamma, dbeta accumulate. */
+    ds_status (*bn_bwd_train)(ds_ctx *, const ds_view *v, const int *len,
+                              const void *count /* [1] scalar */, const void *dy,
+                              const void *x, const void *gamma, const void *save_mean,
+                              const void *save_invstd, const void *mom, void *dx,
+                              void *dgamma, void *dbeta);
     ds_status (*bn_bwd_eval)(ds_ctx *, const ds_view *v, const int *len, const void *dy,
                              const void *x, const void *gamma, const void *run_mean,
                              const void *run_var, double eps, void *dx, void *dgamma,
@@ -306,10 +318,11 @@ typedef struct ds_ops {
     /* logits [t][n][c]; len [n] frames; labels concatenated, utterance i at
      * labels[label_off[i] .. + label_len[i]]. loss [n] (scalar) gets
      * -log p(labels|x), +inf when no alignment exists. dlogits [t][n][c]
-     * (NULL: loss only) is assigned grad_scale * loss_scale[0] * d loss_i /
+     * (NULL: loss only) is assigned grad_scale[0] * loss_scale[0] * d loss_i /
      * d logits, zero past len[i] and for utterances with infinite loss
-     * (zero_infinity). loss_scale [1] (scalar; NULL: 1) is read in backend
-     * memory, where the optimizer's verdicts change it (dynamic loss scaling).
+     * (zero_infinity). grad_scale [1] (scalar: the batch's 1 / loss norm,
+     * set per batch) and loss_scale [1] (scalar; NULL: 1; the optimizer's
+     * verdicts change it: dynamic loss scaling) are read in backend memory.
      * work [ctc_work(...)]. Labels outside [0, c) or equal to blank, and
      * lengths outside their bounds: the cpu backend returns DS_ERR_ARG; the
      * cuda backend, which would have to wait for the device to see them,
@@ -318,15 +331,18 @@ typedef struct ds_ops {
      * refuses a file whose labels are not alphabet symbols. */
     ds_status (*ctc_loss)(ds_ctx *, int t, int n, int c, int blank, const void *logits,
                           const int *len, const int *labels, const int *label_off,
-                          const int *label_len, int max_label_len, double grad_scale,
-                          const void *loss_scale, void *loss, void *dlogits, void *work);
+                          const int *label_len, int max_label_len,
+                          const void *grad_scale /* [1] scalar */, const void *loss_scale,
+                          void *loss, void *dlogits, void *work);
     /* Best path per frame: best[s][i] = the class of the largest logits[s][i][:]
      * (ties to the lower index), for greedy decoding without copying the
      * logits. logits [t][n][c], best [t][n] int32 (assigns). */
     ds_status (*argmax)(ds_ctx *, int t, int n, int c, const void *logits, int *best);
     /* loss [n] (scalar) -> out [DS_LOSS_SCALARS] (scalar, assigns): the finite
-     * losses summed in order and divided by norm, and the infinite ones counted. */
-    ds_status (*loss_total)(ds_ctx *, int n, double norm, const void *loss, void *out);
+     * losses summed in order and divided by norm [1] (scalar, set per batch,
+     * read in backend memory), and the infinite ones counted. */
+    ds_status (*loss_total)(ds_ctx *, int n, const void *norm /* [1] scalar */,
+                            const void *loss, void *out);
 
     /* ---- optimizer (flat buffers of n elements) ---- */
     /* scal[DS_OPT_SUMSQ] (scalar) += sum of x^2, accumulated in double (so
@@ -370,7 +386,16 @@ typedef struct {
     size_t mem_limit;     /* bytes of backend memory (alloc, and the CPU's scratch) this
                            * process may hold; 0: what the device has. An allocation past it
                            * fails as out of memory (bench --batch max is tested with it). */
+    int rnn_algo;         /* DS_RNN_ALGO_*: which recurrent algorithms a GPU's rnn_plan may
+                           * run (the CPU has one) */
 } ds_ctx_opts;
+
+/* --rnn-algo: standard (0, zeroed options): cuDNN's standard algorithm;
+ * auto: the standard and the persistent one timed per layer at start-up,
+ * the faster kept (under --deterministic: untimed, standard first);
+ * persist: the persistent one where cuDNN runs it for the layer, else the
+ * standard one (FP64 has none), said in the start-up choices. */
+enum { DS_RNN_ALGO_STANDARD, DS_RNN_ALGO_AUTO, DS_RNN_ALGO_PERSIST };
 
 /* One timed range (--profile layers): when it opened and closed on the
  * context's queue, in ms after the first range timed since timing was
@@ -397,7 +422,7 @@ typedef struct {
  * which layer it is and ranks can check that they list the same ones. */
 typedef struct {
     char what[96];   /* the layer's shape and direction: "conv fp16 32x1x1700x161 k41x11 s2x2 fwd" */
-    char how[64];    /* the choice in words: "IMPLICIT_PRECOMP_GEMM, tensor op" */
+    char how[128];   /* the choice in words: "IMPLICIT_PRECOMP_GEMM, tensor op" */
     int code[2];     /* the backend's own codes (algorithm, math type) */
 } ds_choice;
 

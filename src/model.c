@@ -376,6 +376,7 @@ static void plan_arenas(ds_model *m)
     m->dlogits = take(dact, dt, T * B * m->cfg.n_classes);
     m->losses = take(&m->sca_count, m->roles.scalar, B);
     m->loss_total = take(&m->sca_count, m->roles.scalar, DS_LOSS_SCALARS);
+    m->batch_sca = take(&m->sca_count, m->roles.scalar, DS_M_BATCH_SCALARS);
     work = max_size(work, m->op->ctc_work((int)T, (int)B, m->cfg.n_classes, m->lim.label_len));
     m->work = take(act, dt, work);
 }
@@ -430,6 +431,7 @@ static ds_status alloc_buffers(ds_model *m)
     DS_TRY(be->alloc(m->ctx, DS_I32, (size_t)m->t_max[m->cfg.n_conv] * m->lim.batch,
                      (void **)&m->d_best));
     DS_TRY(be->host_alloc(m->ctx, len_count * sizeof *m->h_len, (void **)&m->h_len));
+    DS_TRY(be->host_alloc(m->ctx, DS_M_BATCH_SCALARS * sizeof *m->h_sca, (void **)&m->h_sca));
     m->stage_bytes = stage_bytes(m);
     return be->host_alloc(m->ctx, m->stage_bytes, &m->stage);
 }
@@ -518,6 +520,8 @@ void ds_model_destroy(ds_model *m)
         m->be->release(m->ctx, bufs[i]);
     if (m->h_len)
         m->be->host_release(m->ctx, m->h_len);
+    if (m->h_sca)
+        m->be->host_release(m->ctx, m->h_sca);
     if (m->stage)
         m->be->host_release(m->ctx, m->stage);
     free(m);
@@ -739,10 +743,26 @@ ds_status ds_model_put(ds_model *m, int which, const double *host)
 /* ---- the batch ---- */
 
 
+/* The per-batch scalars from their host copies into backend memory: one
+ * queued copy from pinned staging, neither an allocation nor a wait. */
+static ds_status upload_batch_scalars(ds_model *m)
+{
+    double *h = m->h_sca;
+    for (int s = 0; s <= DS_MAX_CONV; s++)
+        h[DS_M_COUNT + s] = m->count[s];
+    h[DS_M_SEQ_COUNT] = m->seq_count;
+    h[DS_M_GRAD_SCALE] = 1.0 / m->loss_norm;
+    h[DS_M_LOSS_NORM] = m->loss_norm;
+    return m->be->from_host(m->ctx, DS_F64, DS_M_BATCH_SCALARS, h, ds_m_batch_scalar(m, 0));
+}
+
 /* BatchNorm counts (real positions per channel after each conv stage, real
- * frames of the sequence part) and the loss norm of utterances lengths [n]. */
+ * frames of the sequence part) and the loss norm of utterances lengths [n],
+ * on the host and, uploaded, in backend memory where the ops read them. */
 static ds_status set_counts(ds_model *m, const int *lengths, int n)
 {
+    if (n < 1)
+        return DS_FAIL(DS_ERR_ARG, "a batch of %d utterances: the loss norm must be positive", n);
     memset(m->count, 0, sizeof m->count);
     m->seq_count = 0;
     for (int i = 0; i < n; i++) {
@@ -757,7 +777,7 @@ static ds_status set_counts(ds_model *m, const int *lengths, int n)
         m->seq_count += l;
     }
     m->loss_norm = n;
-    return DS_OK;
+    return upload_batch_scalars(m);
 }
 
 /* Every stage's lengths of the local batch into h_len. */

@@ -82,7 +82,8 @@ ds_status ds_model_set_batch(ds_model *m, const ds_batch *b);
 /* The global batch the current one is a share of (data parallelism):
  * lengths [n] input frames of every utterance of it, on every rank alike.
  * BatchNorm counts and the loss norm then cover all ranks. Reset by set_batch
- * to the local batch. */
+ * to the local batch. Both calls upload these per-batch scalars to backend
+ * memory (one queued copy), where the ops read them. */
 ds_status ds_model_set_global_batch(ds_model *m, const int *lengths, int n);
 /* train: BatchNorm uses (and updates) batch statistics, and dropout drops;
  * else running statistics, and no dropout. */

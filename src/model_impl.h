@@ -68,6 +68,18 @@ typedef struct {
     size_t da, dy, dpre;        /* dact: grads of a, of the output, of the pre-activation */
 } fc_layer;
 
+/* The per-batch scalars, one region of sca (scalar role, FP64) uploaded by
+ * one from_host whenever the host's values change (set_batch,
+ * set_global_batch): the ops read them there, not as arguments, so that a
+ * step captured once per batch shape serves every batch of that shape. */
+enum {
+    DS_M_COUNT = 0,                   /* + s: count[s], conv stage s in 1..n_conv (0 unused) */
+    DS_M_SEQ_COUNT = DS_MAX_CONV + 1, /* seq_count */
+    DS_M_GRAD_SCALE,                  /* 1 / loss_norm: what ctc_loss scales dlogits by */
+    DS_M_LOSS_NORM,                   /* loss_norm: what loss_total divides by */
+    DS_M_BATCH_SCALARS
+};
+
 struct ds_model {
     ds_model_cfg cfg;
     const ds_backend *be;
@@ -101,6 +113,7 @@ struct ds_model {
     ds_dropout_key drop;               /* dropout's seed, step and part (site set per layer) */
     size_t x0, s0, ds0, out_z, out_dz, logits, dlogits, work;
     size_t losses, loss_total;         /* sca [B], [DS_LOSS_SCALARS] */
+    size_t batch_sca;                  /* sca [DS_M_BATCH_SCALARS]: the per-batch scalars */
     int d_out;                         /* features entering the output BatchNorm */
 
     void *act, *dact, *bna, *sca;
@@ -113,10 +126,13 @@ struct ds_model {
     int n, max_label;
     int t[DS_MAX_CONV + 1];
     int *h_len;                        /* host [n_conv+1][B], from the backend */
+    /* the host copies of the per-batch scalars, for checks on the host */
     double count[DS_MAX_CONV + 1];     /* real positions per channel after conv stage s (global) */
     double seq_count;                  /* real frames of the sequence part (global) */
     int train, have_dlogits;
     double loss_norm;                  /* utterances the loss is averaged over (global) */
+    double *h_sca;                     /* host [DS_M_BATCH_SCALARS], from the backend: their
+                                        * upload's staging */
     ds_model_hooks hooks;
     const void *loss_scale;            /* sca-like [1] scalar, the optimizer's; NULL: 1 */
     void *stage;                       /* host staging from the backend, stage_bytes */
@@ -127,6 +143,8 @@ static inline void *ds_m_act(ds_model *m, size_t off) { return ds_elem(m->act, m
 static inline void *ds_m_dact(ds_model *m, size_t off) { return ds_elem(m->dact, m->dt, off); }
 static inline void *ds_m_bna(ds_model *m, size_t off) { return ds_elem(m->bna, m->roles.stats, off); }
 static inline void *ds_m_sca(ds_model *m, size_t off) { return ds_elem(m->sca, m->roles.scalar, off); }
+/* Slot k (DS_M_*) of the per-batch scalars, in backend memory. */
+static inline void *ds_m_batch_scalar(ds_model *m, int k) { return ds_m_sca(m, m->batch_sca + (size_t)k); }
 static inline void *ds_m_param(ds_model *m, int i)
 {
     const ds_tensor *t = &m->params[i];

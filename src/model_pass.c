@@ -21,8 +21,21 @@ static ds_view seq_view(int n, int c, int t)
     return (ds_view){n, c, t, c, 1, (long)n * c, 1};
 }
 
+/* The count of BatchNorm slot (DS_M_COUNT + stage, or DS_M_SEQ_COUNT),
+ * checked on its host copy: the ops read the uploaded one, which a GPU
+ * could not check without making the host wait. */
+static ds_status bn_count_ok(const ds_model *m, int slot)
+{
+    const double count = slot == DS_M_SEQ_COUNT ? m->seq_count : m->count[slot - DS_M_COUNT];
+    if (count < 2)
+        return DS_FAIL(DS_ERR_ARG, "BatchNorm in training needs 2 or more real positions per "
+                                   "channel, the batch has %.0f", count);
+    return DS_OK;
+}
+
+/* slot: the layer's count among the per-batch scalars (DS_M_*). */
 static ds_status bn_forward(ds_model *m, const bn_layer *l, const ds_view *v, const int *len,
-                            double count, const void *x, void *y)
+                            int slot, const void *x, void *y)
 {
     const ds_ops *op = m->op;
     if (!m->train)
@@ -32,17 +45,15 @@ static ds_status bn_forward(ds_model *m, const bn_layer *l, const ds_view *v, co
     DS_TRY(op->bn_moments(m->ctx, v, len, x, ds_m_bna(m, l->mom)));
     if (m->hooks.bn_reduce)
         DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_bna(m, l->mom), 2 * (size_t)l->c, m->roles.stats));
-    if (count < 2)
-        return DS_FAIL(DS_ERR_ARG, "BatchNorm in training needs 2 or more real positions per "
-                                   "channel, the batch has %.0f", count);
-    return op->bn_fwd_train(m->ctx, v, len, count, x, ds_m_bna(m, l->mom), ds_m_param(m, l->gamma),
-                            ds_m_param(m, l->beta), m->cfg.bn_eps, m->cfg.bn_momentum, y,
-                            ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd),
+    DS_TRY(bn_count_ok(m, slot));
+    return op->bn_fwd_train(m->ctx, v, len, ds_m_batch_scalar(m, slot), x, ds_m_bna(m, l->mom),
+                            ds_m_param(m, l->gamma), ds_m_param(m, l->beta), m->cfg.bn_eps,
+                            m->cfg.bn_momentum, y, ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd),
                             ds_m_bn_stat(m, l->run_mean), ds_m_bn_stat(m, l->run_var));
 }
 
 static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, const int *len,
-                             double count, const void *x, const void *dy, void *dx)
+                             int slot, const void *x, const void *dy, void *dx)
 {
     const ds_ops *op = m->op;
     void *dgamma = ds_m_grad(m, l->gamma), *dbeta = ds_m_grad(m, l->beta);
@@ -54,9 +65,10 @@ static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, c
                               ds_m_bna(m, l->dmom)));
     if (m->hooks.bn_reduce)
         DS_TRY(m->hooks.bn_reduce(m->hooks.user, ds_m_bna(m, l->dmom), 2 * (size_t)l->c, m->roles.stats));
-    return op->bn_bwd_train(m->ctx, v, len, count, dy, x, ds_m_param(m, l->gamma),
-                            ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd), ds_m_bna(m, l->dmom),
-                            dx, dgamma, dbeta);
+    DS_TRY(bn_count_ok(m, slot));
+    return op->bn_bwd_train(m->ctx, v, len, ds_m_batch_scalar(m, slot), dy, x,
+                            ds_m_param(m, l->gamma), ds_m_bna(m, l->mean), ds_m_bna(m, l->invstd),
+                            ds_m_bna(m, l->dmom), dx, dgamma, dbeta);
 }
 
 /* Dropout's key for the layer numbered site, this pass's seed, step and part. */
@@ -123,7 +135,7 @@ static ds_status res_forward(ds_model *m, int i, const ds_view *v, const int *le
         /* the source is zero at padding frames, so is its 1x1 conv: no mask */
         DS_TRY(m->op->conv2d_fwd(m->ctx, &g, conv_out(m, &m->conv[b->src]), ds_m_param(m, b->w),
                                  NULL, a, ds_m_act(m, m->work)));
-        DS_TRY(bn_forward(m, &b->bn, v, len, m->count[i + 1], a, z));
+        DS_TRY(bn_forward(m, &b->bn, v, len, DS_M_COUNT + i + 1, a, z));
         DS_TRY(m->op->add(m->ctx, (size_t)v->n * v->sn, z, y));
     }
     return DS_OK;
@@ -140,7 +152,7 @@ static ds_status conv_forward(ds_model *m, int i, const void *x)
     DS_TRY(m->op->conv2d_fwd(m->ctx, &g, x, ds_m_param(m, l->w), param_or_null(m, l->b), a,
                              ds_m_act(m, m->work)));
     DS_TRY(m->op->mask(m->ctx, &v, len, a));
-    DS_TRY(bn_forward(m, &l->bn, &v, len, m->count[i + 1], a, y));
+    DS_TRY(bn_forward(m, &l->bn, &v, len, DS_M_COUNT + i + 1, a, y));
     DS_TRY(res_forward(m, i, &v, len, y));
     DS_TRY(m->op->hardtanh_fwd(m->ctx, n, HARDTANH_LO, l->hi, y, y));
     if (!conv_dropping(m, l))
@@ -158,7 +170,7 @@ static ds_status rnn_forward(ds_model *m, int j, const void *x)
     const void *rin = x;
     if (r->has_bn) {
         const ds_view v = seq_view(m->n, r->in, T);
-        DS_TRY(bn_forward(m, &r->bn, &v, len, m->seq_count, x, ds_m_act(m, r->z)));
+        DS_TRY(bn_forward(m, &r->bn, &v, len, DS_M_SEQ_COUNT, x, ds_m_act(m, r->z)));
         rin = ds_m_act(m, r->z);
     }
     return m->op->rnn_fwd(m->ctx, r->plan, T, m->n, ds_model_out_lengths(m), len, rin,
@@ -214,7 +226,7 @@ static ds_status out_forward(ds_model *m, const void *x)
     const int T = ds_model_batch_out_frames(m);
     if (m->cfg.out_bn) {
         const ds_view v = seq_view(m->n, m->d_out, T);
-        DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
+        DS_TRY(bn_forward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), DS_M_SEQ_COUNT, x,
                           ds_m_act(m, m->out_z)));
         x = ds_m_act(m, m->out_z);
     }
@@ -281,11 +293,11 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
     IN_RANGE(m, "ctc loss", -1,
              m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
                              ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
-                             m->d_label_len, m->max_label, 1.0 / m->loss_norm,
+                             m->d_label_len, m->max_label, ds_m_batch_scalar(m, DS_M_GRAD_SCALE),
                              m->loss_scale, ds_m_sca(m, m->losses),
                              want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
-    DS_TRY(m->op->loss_total(m->ctx, m->n, m->loss_norm, ds_m_sca(m, m->losses),
-                             ds_m_sca(m, m->loss_total)));
+    DS_TRY(m->op->loss_total(m->ctx, m->n, ds_m_batch_scalar(m, DS_M_LOSS_NORM),
+                             ds_m_sca(m, m->losses), ds_m_sca(m, m->loss_total)));
     m->have_dlogits = want_grad;
     return DS_OK;
 }
@@ -415,7 +427,7 @@ static ds_status out_backward(ds_model *m)
                              ds_m_param(m, m->out_w), ds_m_dact(m, m->dlogits),
                              ds_m_dact(m, m->out_dz), ds_m_grad(m, m->out_w), db));
     const ds_view v = seq_view(m->n, m->d_out, T);
-    DS_TRY(bn_backward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), m->seq_count, x,
+    DS_TRY(bn_backward(m, &m->out_bn, &v, ds_m_len(m, m->cfg.n_conv), DS_M_SEQ_COUNT, x,
                        ds_m_dact(m, m->out_dz), dx));
     return ready(m, m->out_bn.gamma);
 }
@@ -461,7 +473,7 @@ static ds_status rnn_backward(ds_model *m, int j)
                           ds_m_act(m, m->work)));
     if (r->has_bn) {
         const ds_view v = seq_view(m->n, r->in, T);
-        DS_TRY(bn_backward(m, &r->bn, &v, len, m->seq_count, x, drin, dx));
+        DS_TRY(bn_backward(m, &r->bn, &v, len, DS_M_SEQ_COUNT, x, drin, dx));
     }
     return ready(m, r->has_bn ? r->bn.gamma : r->first_w);
 }
@@ -475,7 +487,7 @@ static ds_status res_backward(ds_model *m, int i, const ds_view *v, const int *l
         const res_branch *b = &l->res[r];
         const conv_layer *src = &m->conv[b->src];
         const ds_conv_geom g = ds_m_conv_geom(m, i, r, m->n, m->t);
-        DS_TRY(bn_backward(m, &b->bn, v, len, m->count[i + 1], ds_m_act(m, b->a),
+        DS_TRY(bn_backward(m, &b->bn, v, len, DS_M_COUNT + i + 1, ds_m_act(m, b->a),
                            ds_m_dact(m, l->dbn), ds_m_dact(m, b->da)));
         DS_TRY(m->op->conv2d_bwd(m->ctx, &g, conv_out(m, src), ds_m_param(m, b->w),
                                  ds_m_dact(m, b->da), conv_dout(m, src), ds_m_grad(m, b->w), NULL,
@@ -501,7 +513,7 @@ static ds_status conv_backward(ds_model *m, int i)
     DS_TRY(m->op->hardtanh_bwd(m->ctx, n, HARDTANH_LO, l->hi, ds_m_act(m, l->y),
                                ds_m_dact(m, l->dy), ds_m_dact(m, l->dbn)));
     DS_TRY(res_backward(m, i, &v, len));
-    DS_TRY(bn_backward(m, &l->bn, &v, len, m->count[i + 1], ds_m_act(m, l->a),
+    DS_TRY(bn_backward(m, &l->bn, &v, len, DS_M_COUNT + i + 1, ds_m_act(m, l->a),
                        ds_m_dact(m, l->dbn), ds_m_dact(m, l->da)));
     DS_TRY(m->op->conv2d_bwd(m->ctx, &g, x, ds_m_param(m, l->w), ds_m_dact(m, l->da), dx,
                              ds_m_grad(m, l->w), grad_or_null(m, l->b), ds_m_act(m, m->work)));

@@ -234,14 +234,13 @@ static ds_status call_bn_moments(const p_side *s, void *const *buf, const void *
     return s->ops->bn_moments(s->ctx, &f->v, buf[0], buf[1], buf[2]);
 }
 
-/* buf: len [n], x [view v], mom [2c], gamma, beta [c], y [view v],
- * save_mean, save_invstd, run_mean, run_var [c]. */
+/* buf: len [n], count [1] (scalar), x [view v], mom [2c], gamma, beta [c],
+ * y [view v], save_mean, save_invstd, run_mean, run_var [c]. */
 static ds_status call_bn_fwd_train(const p_side *s, void *const *buf, const void *arg)
 {
     const bn_fix *f = arg;
-    return s->ops->bn_fwd_train(s->ctx, &f->v, buf[0], f->count, buf[1], buf[2], buf[3],
-                                buf[4], f->eps, f->momentum, buf[5], buf[6], buf[7], buf[8],
-                                buf[9]);
+    return s->ops->bn_fwd_train(s->ctx, &f->v, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
+                                f->eps, f->momentum, buf[6], buf[7], buf[8], buf[9], buf[10]);
 }
 
 /* buf: len [n], x [view v], gamma, beta, run_mean, run_var [c], y [view v]. */
@@ -260,13 +259,13 @@ static ds_status call_bn_bwd_moments(const p_side *s, void *const *buf, const vo
                                   buf[5]);
 }
 
-/* buf: len [n], dy, x [view v], gamma, save_mean, save_invstd [c], mom [2c],
- * dx [view v] (or NULL), dgamma, dbeta [c]. */
+/* buf: len [n], count [1] (scalar), dy, x [view v], gamma, save_mean,
+ * save_invstd [c], mom [2c], dx [view v] (or NULL), dgamma, dbeta [c]. */
 static ds_status call_bn_bwd_train(const p_side *s, void *const *buf, const void *arg)
 {
     const bn_fix *f = arg;
-    return s->ops->bn_bwd_train(s->ctx, &f->v, buf[0], f->count, buf[1], buf[2], buf[3],
-                                buf[4], buf[5], buf[6], buf[7], buf[8], buf[9]);
+    return s->ops->bn_bwd_train(s->ctx, &f->v, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
+                                buf[6], buf[7], buf[8], buf[9], buf[10]);
 }
 
 /* buf: len [n], dy, x [view v], gamma, run_mean, run_var [c], dx [view v]
@@ -289,6 +288,7 @@ static void bn_forward_cases(const bn_fix *f)
 
     p_case t = {"bn_fwd_train", f->name, .call = call_bn_fwd_train, .arg = f};
     p_add_ints(&t, "len", f->v.n, f->len);
+    p_add(&t, "count", P_SCALAR, P_IN, 1, &f->count);   /* the batch's, in backend memory */
     p_add(&t, "x", P_COMPUTE, P_IN, f->nx, f->x);
     p_add(&t, "mom", P_STATS, P_IN, 2 * c, f->mom);
     p_add(&t, "gamma", P_STATS, P_IN, c, f->gamma);
@@ -328,6 +328,7 @@ static void bn_backward_cases(const bn_fix *f)
         snprintf(variant, sizeof variant, "%s%s", f->name, null_dx ? " dx=NULL" : "");
         p_case t = {"bn_bwd_train", variant, .call = call_bn_bwd_train, .arg = f};
         p_add_ints(&t, "len", f->v.n, f->len);
+        p_add(&t, "count", P_SCALAR, P_IN, 1, &f->count);
         p_add(&t, "dy", P_COMPUTE, P_IN, f->nx, f->dy);
         p_add(&t, "x", P_COMPUTE, P_IN, f->nx, f->x);
         p_add(&t, "gamma", P_STATS, P_IN, c, f->gamma);

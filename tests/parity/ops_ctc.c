@@ -14,16 +14,16 @@ typedef struct {
 } ctc_arg;
 
 /* buf: logits [t][n][c], len [n], labels [sum label_len], label_off [n],
- * label_len [n], loss_scale [1] (scalar, or NULL), loss [n] (scalar),
- * dlogits [t][n][c] (or NULL). */
+ * label_len [n], grad_scale [1] (scalar), loss_scale [1] (scalar, or NULL),
+ * loss [n] (scalar), dlogits [t][n][c] (or NULL). */
 static ds_status call_ctc(const p_side *s, void *const *buf, const void *arg)
 {
     const ctc_arg *a = arg;
     void *work;
     DS_TRY(p_scratch(s, s->ops->ctc_work(a->t, a->n, a->c, a->max_label_len), &work));
     ds_status st = s->ops->ctc_loss(s->ctx, a->t, a->n, a->c, a->blank, buf[0], buf[1], buf[2],
-                                    buf[3], buf[4], a->max_label_len, a->grad_scale, buf[5],
-                                    buf[6], buf[7], work);
+                                    buf[3], buf[4], a->max_label_len, buf[5], buf[6], buf[7],
+                                    buf[8], work);
     p_release(s, work);
     return st;
 }
@@ -55,6 +55,7 @@ static void ctc_all(void)
         p_add_ints(&c, "labels", sizeof labels / sizeof labels[0], labels);
         p_add_ints(&c, "label_off", a.n, label_off);
         p_add_ints(&c, "label_len", a.n, label_len);
+        p_add(&c, "grad_scale", P_SCALAR, P_IN, 1, &a.grad_scale);
         p_add(&c, "loss_scale", P_SCALAR, P_NULL, 1, NULL);
         p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
         p_add(&c, "dlogits", P_COMPUTE, with_grad ? P_OUT : P_NULL, nl, NULL);
@@ -67,6 +68,7 @@ static void ctc_all(void)
         p_add_ints(&c, "labels", sizeof labels / sizeof labels[0], labels);
         p_add_ints(&c, "label_off", a.n, label_off);
         p_add_ints(&c, "label_len", a.n, label_len);
+        p_add(&c, "grad_scale", P_SCALAR, P_IN, 1, &a.grad_scale);
         p_add(&c, "loss_scale", P_SCALAR, P_IN, 1, &scale);
         p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
         p_add(&c, "dlogits", P_COMPUTE, P_OUT, nl, NULL);
@@ -95,6 +97,7 @@ static void ctc_big(void)
     p_add_ints(&c, "labels", 41 + 25 + 1 + 60, labels);
     p_add_ints(&c, "label_off", a.n, label_off);
     p_add_ints(&c, "label_len", a.n, label_len);
+    p_add(&c, "grad_scale", P_SCALAR, P_IN, 1, &a.grad_scale);
     p_add(&c, "loss_scale", P_SCALAR, P_NULL, 1, NULL);
     p_add(&c, "loss", P_SCALAR, P_OUT, a.n, NULL);
     p_add(&c, "dlogits", P_COMPUTE, P_OUT, nl, NULL);
@@ -142,16 +145,17 @@ typedef struct {
     double norm;
 } lt_arg;
 
-/* buf: loss [n] (scalar), out [DS_LOSS_SCALARS] (scalar). */
+/* buf: norm [1] (scalar), loss [n] (scalar), out [DS_LOSS_SCALARS] (scalar). */
 static ds_status call_loss_total(const p_side *s, void *const *buf, const void *arg)
 {
     const lt_arg *a = arg;
-    return s->ops->loss_total(s->ctx, a->n, a->norm, buf[0], buf[1]);
+    return s->ops->loss_total(s->ctx, a->n, buf[0], buf[1], buf[2]);
 }
 
 static void loss_total_case(const char *name, const lt_arg *a, const double *loss)
 {
     p_case c = {"loss_total", name, .call = call_loss_total, .arg = a};
+    p_add(&c, "norm", P_SCALAR, P_IN, 1, &a->norm);   /* the batch's, in backend memory */
     p_add(&c, "loss", P_SCALAR, P_IN, a->n, loss);
     p_add(&c, "out", P_SCALAR, P_OUT, DS_LOSS_SCALARS, NULL);
     p_run(&c);

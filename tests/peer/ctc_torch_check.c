@@ -86,7 +86,7 @@ static ds_status run_ours(ds_dtype dt, const ctc_case *k, double *loss, double *
     const ds_ops *ops = be->ops(dt);
     size_t tnc = (size_t)k->t * k->n * k->c;
     void *x = NULL, *len = NULL, *lab = NULL, *off = NULL, *ll = NULL, *lo = NULL, *g = NULL,
-         *w = NULL;
+         *w = NULL, *scale = t_scalar(be, ctx, k->scale);   /* the batch's, in backend memory */
     ds_status st;
     DS_TRY_GOTO(st, t_new_real(be, ctx, dt, tnc, k->logits, &x), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, k->n, k->len, &len), out);
@@ -98,11 +98,11 @@ static ds_status run_ours(ds_dtype dt, const ctc_case *k, double *loss, double *
     size_t ws = ops->ctc_work(k->t, k->n, k->c, k->max_label_len);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, k->t, k->n, k->c, k->blank, x, len, lab, off, ll,
-                                  k->max_label_len, k->scale, NULL, lo, g, w), out);
+                                  k->max_label_len, scale, NULL, lo, g, w), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, k->n, lo, loss), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);
 out:
-    t_release_all(be, ctx, (void *[]){x, len, lab, off, ll, lo, g, w}, 8);
+    t_release_all(be, ctx, (void *[]){x, len, lab, off, ll, lo, g, w, scale}, 9);
     return st;
 }
 

@@ -5,7 +5,8 @@
 # is built in (DS_HAVE_CUDA_BACKEND), or without a GPU, each prints
 # "skipped: ..." and exits 77, which ctest reports as skipped.
 set(DSTRAIN_BACKEND_TESTS test_ops_rnn test_ops_conv_bn test_ops_dense test_ctc test_optim
-    test_gradcheck_model test_checkpoint test_overfit test_step_alloc test_convert)
+    test_gradcheck_model test_checkpoint test_overfit test_step_alloc test_convert
+    test_batch_scalars)
 
 function(backend_tests backend)
   foreach(name ${DSTRAIN_BACKEND_TESTS})
@@ -34,4 +35,11 @@ endfunction()
 
 if(DSTRAIN_HAVE_CUDA)
   backend_tests(cuda)
+  # the recurrent op under cuDNN's persistent kernels (--rnn-algo persist,
+  # and auto's timed choice) held to the standard algorithm's bounds
+  foreach(algo persist auto)
+    add_test(NAME test_ops_rnn_cuda_${algo} COMMAND test_ops_rnn cuda)
+    set_tests_properties(test_ops_rnn_cuda_${algo} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                         LABELS cuda ENVIRONMENT "OPENBLAS_NUM_THREADS=1;DSTRAIN_TEST_RNN_ALGO=${algo}")
+  endforeach()
 endif()

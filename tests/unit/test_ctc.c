@@ -47,7 +47,7 @@ static ds_status run_ctc(ds_dtype dt, const ctc_batch *b, double *loss, double *
     size_t total, tnc = (size_t)b->t * b->n * b->c;
     int maxl = batch_max_label_len(b, &total);
     void *x = NULL, *len = NULL, *lab = NULL, *off = NULL, *ll = NULL, *lo = NULL, *g = NULL,
-         *w = NULL;
+         *w = NULL, *scale = t_scalar(be, ctx, b->scale);
     ds_status st;
     DS_TRY_GOTO(st, t_new_real(be, ctx, dt, tnc, b->logits, &x), out);
     DS_TRY_GOTO(st, t_new_int(be, ctx, b->n, b->len, &len), out);
@@ -60,12 +60,12 @@ static ds_status run_ctc(ds_dtype dt, const ctc_batch *b, double *loss, double *
     size_t ws = ops->ctc_work(b->t, b->n, b->c, maxl);
     DS_TRY_GOTO(st, be->alloc(ctx, dt, ws ? ws : 1, &w), out);
     DS_TRY_GOTO(st, ops->ctc_loss(ctx, b->t, b->n, b->c, b->blank, x, len, lab, off, ll, maxl,
-                                  b->scale, NULL, lo, g, w), out);
+                                  scale, NULL, lo, g, w), out);
     DS_TRY_GOTO(st, t_get_real(be, ctx, DS_F64, b->n, lo, loss), out);
     if (grad)
         DS_TRY_GOTO(st, t_get_real(be, ctx, dt, tnc, g, grad), out);
 out:
-    t_release_all(be, ctx, (void *[]){x, len, lab, off, ll, lo, g, w}, 8);
+    t_release_all(be, ctx, (void *[]){x, len, lab, off, ll, lo, g, w, scale}, 9);
     return st;
 }
 
@@ -413,15 +413,15 @@ static int test_bad_labels(void)
 /* loss [n] (FP64) -> out [DS_LOSS_SCALARS] (FP64) in table dt; out starts as NaN. */
 static ds_status run_total(ds_dtype dt, int n, double norm, const double *loss, double *out)
 {
-    void *lo = NULL, *o = NULL;
+    void *lo = NULL, *o = NULL, *d_norm = t_scalar(be, ctx, norm);
     const double poison[DS_LOSS_SCALARS] = {NAN, NAN};
     ds_status st;
     DS_TRY_GOTO(st, t_new_real(be, ctx, DS_F64, (size_t)n, loss, &lo), done);
     DS_TRY_GOTO(st, t_new_real(be, ctx, DS_F64, DS_LOSS_SCALARS, poison, &o), done);
-    DS_TRY_GOTO(st, be->ops(dt)->loss_total(ctx, n, norm, lo, o), done);
+    DS_TRY_GOTO(st, be->ops(dt)->loss_total(ctx, n, d_norm, lo, o), done);
     st = t_get_real(be, ctx, DS_F64, DS_LOSS_SCALARS, o, out);
 done:
-    t_release_all(be, ctx, (void *[]){lo, o}, 2);
+    t_release_all(be, ctx, (void *[]){lo, o, d_norm}, 3);
     return st;
 }
 

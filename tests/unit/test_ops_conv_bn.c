@@ -529,7 +529,7 @@ static void bn_run(ds_dtype t, const struct bn_case *c, double *y, double *stats
     const ds_ops *op = be->ops(t);
     const ds_view *v = &c->v;
     const size_t n = bn_size(v), C = v->c;
-    const double count = bn_count(v, c->len);
+    void *count = t_scalar(be, ctx, bn_count(v, c->len));
     int *len = up_len(c->len, v->n);
     void *X = up(t, c->x, n), *Y = up(t, y, n), *G = up(t, c->gamma, C);
     void *B = up(t, c->beta, C), *RM = up(t, c->rm, C), *RV = up(t, c->rv, C);
@@ -564,7 +564,7 @@ static void bn_run(ds_dtype t, const struct bn_case *c, double *y, double *stats
         drop(DY), drop(DX), drop(DG), drop(DB);
     }
     drop(len), drop(X), drop(Y), drop(G), drop(B), drop(RM), drop(RV);
-    drop(SM), drop(SI), drop(MOM);
+    drop(SM), drop(SI), drop(MOM), drop(count);
 }
 
 static double bn_loss(void *arg)

@@ -131,7 +131,7 @@ static void bn_run(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, const bn_case
     const ds_view *v = &k->v;
     const size_t n = bn_size(v), c = (size_t)v->c;
     void *len, *x, *dy, *g, *b, *rm, *rv, *y, *mom, *sm, *si, *dmom, *dx, *dg, *db;
-    void *y2, *dx2, *dg2, *db2;
+    void *y2, *dx2, *dg2, *db2, *count = t_scalar(be, ctx, k->count);
     t_must(t_new_int(be, ctx, (size_t)v->n, k->len, &len), "len");
     t_must(t_new_real(be, ctx, dt, n, k->x, &x), "x");
     t_must(t_new_real(be, ctx, dt, n, k->dy, &dy), "dy");
@@ -153,10 +153,10 @@ static void bn_run(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, const bn_case
     t_must(be->alloc(ctx, dt, c, &si), "save_invstd");
 
     t_must(op->bn_moments(ctx, v, len, x, mom), "bn_moments");
-    t_must(op->bn_fwd_train(ctx, v, len, k->count, x, mom, g, b, EPS, MOMENTUM, y, sm, si, rm, rv),
+    t_must(op->bn_fwd_train(ctx, v, len, count, x, mom, g, b, EPS, MOMENTUM, y, sm, si, rm, rv),
          "bn_fwd_train");
     t_must(op->bn_bwd_moments(ctx, v, len, dy, x, sm, si, dmom), "bn_bwd_moments");
-    t_must(op->bn_bwd_train(ctx, v, len, k->count, dy, x, g, sm, si, dmom, dx, dg, db),
+    t_must(op->bn_bwd_train(ctx, v, len, count, dy, x, g, sm, si, dmom, dx, dg, db),
          "bn_bwd_train");
     t_must(op->bn_fwd_eval(ctx, v, len, x, g, b, rm, rv, EPS, y2), "bn_fwd_eval");
     t_must(op->bn_bwd_eval(ctx, v, len, dy, x, g, rm, rv, EPS, dx2, dg2, db2), "bn_bwd_eval");
@@ -175,7 +175,8 @@ static void bn_run(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, const bn_case
     keep(r, be, ctx, dt, "dx eval", n, dx2);
     keep(r, be, ctx, dt, "dgamma eval", c, dg2);
     keep(r, be, ctx, dt, "dbeta eval", c, db2);
-    void *all[] = {len, x, dy, g, b, rm, rv, y, mom, sm, si, dmom, dx, dg, db, y2, dx2, dg2, db2};
+    void *all[] = {len, x, dy, g, b, rm, rv, y, mom, sm, si, dmom, dx, dg, db, y2, dx2, dg2, db2,
+                   count};
     t_release_all(be, ctx, all, sizeof all / sizeof all[0]);
 }
 

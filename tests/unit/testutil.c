@@ -139,6 +139,14 @@ ds_status t_get_real(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, size_t coun
     return st;
 }
 
+void *t_scalar(const ds_backend *be, ds_ctx *ctx, double value)
+{
+    void *p = NULL;
+    t_must(be->alloc(ctx, DS_F64, 1, &p), "alloc a scalar");
+    t_must(be->from_host(ctx, DS_F64, 1, &value, p), "upload a scalar");
+    return p;
+}
+
 void t_release_all(const ds_backend *be, ds_ctx *ctx, void *const *bufs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
