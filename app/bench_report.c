@@ -13,6 +13,7 @@
 #include "bench_report.h"
 #include "file.h"
 #include "build_info.h"
+#include "cli.h"
 #include "cpu_isa.h"
 #include "reduce.h"
 
@@ -72,7 +73,9 @@ static void add_layers(cJSON *o, const ds_bench_result *r, double step_ms)
  * enqueue time and the main thread's CPU use always; launches and summed
  * kernel time per step with --profile kernels (null otherwise), and then
  * "bound": "host" when queueing a step takes at least as long as its
- * kernels run, else "device". */
+ * kernels run, else "device". The kernel time sums every kernel of the
+ * process, NCCL's too, which overlap the step's own: the verdict is one
+ * rank's (gpu-check's timing runs one). */
 static void add_host_share(cJSON *o, const ds_bench_result *r, double step_ms)
 {
     cJSON_AddNumberToObject(o, "host_enqueue_ms", r->host_enqueue_ms);
@@ -182,6 +185,8 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
     cJSON_AddNumberToObject(run, "bucket_frames", c->run.bucket_frames);
     cJSON_AddNumberToObject(run, "seed", (double)c->run.seed);
     cJSON_AddBoolToObject(run, "tf32", c->run.compute.tf32);
+    cJSON_AddStringToObject(run, "rnn_algo", DS_CLI_RNN_ALGO_NAMES[c->run.compute.rnn_algo]);
+    cJSON_AddStringToObject(run, "cpu_bind", c->run.no_cpu_bind ? "none" : "gpu");
     cJSON_AddBoolToObject(run, "deterministic", c->run.compute.deterministic);
     cJSON_AddNumberToObject(run, "mem_limit_bytes", (double)c->run.compute.mem_limit);
     cJSON_AddStringToObject(run, "optimizer", c->run.optim.kind == DS_OPT_ADAMW ? "adamw" : "sgd");

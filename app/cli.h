@@ -42,6 +42,15 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     "(from the machine's topology, shared evenly by the node's ranks near the same CPUs; "  \
     "a binding by the launcher, Open MPI's --bind-to or Slurm's --cpu-bind, is kept); "     \
     "none: wherever the system puts them. The CPU path never binds"
+/* --rnn-algo, in the order of DS_RNN_ALGO_* (backend.h). */
+#define DS_CLI_RNN_ALGO_NAMES ((const char *const[]){"standard", "auto", "persist", NULL})
+#define DS_CLI_RNN_ALGO_HELP                                                                \
+    "the recurrent layers' cuDNN algorithm (cuda): standard, a few kernels per time step "   \
+    "and direction; persist, one persistent kernel per layer and pass that keeps the "       \
+    "recurrent weights on chip (a layer cuDNN cannot run so runs standard, said at start-up: " \
+    "fp64 has no persistent kernel); auto, both timed per layer at start-up and the faster "  \
+    "kept. Every rank runs rank 0's choice. standard until a GPU run has shown the others "   \
+    "correct and faster"
 #define DS_CLI_CPU_BIND_NAMES ((const char *const[]){"none", "gpu", NULL})
 
 /* The same for a count: a whole number (--batch 1.5 is refused, not cut to 1). */

@@ -43,7 +43,7 @@ enum {
     O_MODEL = 256, O_CONFIG, O_SYNTH, O_MAX_FRAMES, O_DIST, O_DATA, O_DEVICE, O_BATCH, O_MAX_BATCH,
     O_PRECISION, O_MODE, O_TF32, O_DETERMINISTIC, O_MEM_LIMIT, O_SEED, O_WARMUP, O_STEPS,
     O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT, O_BUCKET_FRAMES,
-    O_CPU_BIND
+    O_CPU_BIND, O_RNN_ALGO
 };
 
 /* The options of dstrain bench: its --help and its part of docs/cli.md
@@ -65,6 +65,7 @@ static const ds_flag bench_flags[] = {
                 "batches from a feature file (`dstrain prep`) instead"),
     DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
     DS_FLAG_ARG(O_CPU_BIND, "cpu-bind", "gpu|none", "gpu", DS_CLI_CPU_BIND_HELP),
+    DS_FLAG_ARG(O_RNN_ALGO, "rnn-algo", "standard|auto|persist", "standard", DS_CLI_RNN_ALGO_HELP),
     DS_FLAG_ARG(O_BATCH, "batch", "LIST|max", "8",
                 "utterances per step and rank, e.g. `1,2,4,8`; max: the powers of two up to the "
                 "largest batch that fits, and that one"),
@@ -212,6 +213,9 @@ static int parse_bench(int argc, char **argv, bench_args *a)
             break;
         case O_DATA: b->run.train_path = optarg; break;
         case O_DEVICE: b->run.device = optarg; break;
+        case O_RNN_ALGO:
+            bad = ds_cli_choice("bench", "rnn-algo", optarg, DS_CLI_RNN_ALGO_NAMES, &b->run.compute.rnn_algo);
+            break;
         case O_CPU_BIND: {
             int on = 1;
             bad = ds_cli_choice("bench", "cpu-bind", optarg, DS_CLI_CPU_BIND_NAMES, &on);

@@ -20,7 +20,7 @@ enum {
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
     O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS,
     O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH, O_BUCKET_FRAMES,
-    O_CPU_BIND
+    O_CPU_BIND, O_RNN_ALGO
 };
 
 /* The options of dstrain train: its --help and its part of docs/cli.md
@@ -63,6 +63,7 @@ static const ds_flag train_flags[] = {
     DS_FLAG_SECTION("run"),
     DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
     DS_FLAG_ARG(O_CPU_BIND, "cpu-bind", "gpu|none", "gpu", DS_CLI_CPU_BIND_HELP),
+    DS_FLAG_ARG(O_RNN_ALGO, "rnn-algo", "standard|auto|persist", "standard", DS_CLI_RNN_ALGO_HELP),
     {.name = "precision", .has_arg = 1, .metavar = "P", .def = "fp32", .id = O_PRECISION,
      .help = "compute type: fp32 | fp16 | bf16 | fp64. fp16 and bf16 keep FP32 master weights, "
              "optimizer state and BatchNorm (parameters and statistics), CTC in FP64 inside; "
@@ -229,6 +230,9 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         case O_BUCKET_FRAMES:
             bad = count("bucket-frames", optarg, 0, 4096, &v);
             o->bucket_frames = (int)v;
+            break;
+        case O_RNN_ALGO:
+            bad = ds_cli_choice("train", "rnn-algo", optarg, DS_CLI_RNN_ALGO_NAMES, &o->compute.rnn_algo);
             break;
         case O_CPU_BIND: {
             int on = 1;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#include "cli.h"
 #include "kv_text.h"
 
 enum {
@@ -129,6 +130,7 @@ static void run_lines(ds_kv_text *t, const ds_train_opts *o)
     line(t, "--device", NULL, "%s", o->device);
     line(t, "--deterministic", NULL, "%s", o->compute.deterministic ? "on" : "off");
     line(t, "--tf32", NULL, "%s", o->compute.tf32 ? "on" : "off");
+    line(t, "--rnn-algo", NULL, "%s", DS_CLI_RNN_ALGO_NAMES[o->compute.rnn_algo]);
     line(t, "--batch", NULL, "%d", o->batch);
     line(t, "--steps", NULL, "%ld", o->steps);
     line(t, "--epochs", NULL, "%d", o->epochs);

@@ -86,6 +86,23 @@ static ds_status cuda_device_pci_bus_id(int device, char *buf, size_t size)
     return DS_OK;
 }
 
+/* The convolutions' choices, then the recurrent layers' (cuda_ctx.h). */
+static int cuda_choices_get(ds_ctx *c, ds_choice *out, int max)
+{
+    const int nc = ds_cuda_conv_choices_get(c, out, max);
+    const int at = nc < max ? nc : max;
+    return nc + ds_cuda_rnn_choices_get(c, out ? out + at : nullptr, out ? max - at : 0);
+}
+
+static ds_status cuda_choices_set(ds_ctx *c, const ds_choice *in, int n)
+{
+    const int nc = ds_cuda_conv_choices_get(c, nullptr, 0);
+    if (n < nc)
+        return DS_FAIL(DS_ERR_ARG, "%d start-up choices given, %d convolutions' made here", n, nc);
+    DS_TRY(ds_cuda_conv_choices_set(c, in, nc));
+    return ds_cuda_rnn_choices_set(c, in + nc, n - nc);
+}
+
 static ds_status no_device(int device, int count, cudaError_t why)
 {
     if (count == 0)
@@ -111,7 +128,11 @@ static ds_status ctx_open(ds_ctx *c)
     DS_CUDA(cudaMalloc((void **)&c->partials, DS_CUDA_PARTIALS * sizeof(double)));
     DS_CUDNN(cudnnCreate(&c->dnn));
     DS_CUDNN(cudnnSetStream(c->dnn, c->stream));
-    return DS_OK;
+    /* a switch of the 16-bit gradient investigation (tests/gpu/f16_switches.sh),
+     * not an option: the tensor-op math is the product's */
+    const char *m = getenv("DSTRAIN_CUDNN_NARROW_MATH");
+    c->narrow_math = m && !strcmp(m, "default") ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+    return ds_cuda_fp32_family_check();
 }
 
 static ds_status cuda_ctx_create(int device, const ds_ctx_opts *opts, ds_ctx **out)
@@ -162,6 +183,7 @@ static void cuda_ctx_destroy(ds_ctx *c)
     (void)cudaFree(c->partials);
     if (c->stream)
         (void)cudaStreamDestroy(c->stream);
+    free(c->rnn_plans);   /* the list only: each plan is its model's to destroy */
     free(c);
 }
 
@@ -376,8 +398,8 @@ static const ds_ops *cuda_ops(ds_dtype t)
     switch (t) {
     case DS_F32: return &ds_cuda_ops_f32;
     case DS_F64: return &ds_cuda_ops_f64;
-    case DS_F16: return &ds_cuda_ops_f16;
-    case DS_BF16: return &ds_cuda_ops_bf16;
+    case DS_F16: return ds_cuda_fp32_family(DS_F16, &ds_cuda_ops_f16);
+    case DS_BF16: return ds_cuda_fp32_family(DS_BF16, &ds_cuda_ops_bf16);
     default: return nullptr;
     }
 }
@@ -497,6 +519,6 @@ extern "C" DS_PLUGIN_EXPORT const ds_backend ds_cuda_backend = {
     .kernel_profile_start = nullptr,   /* built without CUPTI (CMakeLists.txt) */
     .kernel_profile_stop = nullptr,
 #endif
-    .choices_get = ds_cuda_choices_get,
-    .choices_set = ds_cuda_choices_set,
+    .choices_get = cuda_choices_get,
+    .choices_set = cuda_choices_set,
 };

@@ -410,7 +410,7 @@ static ds_status conv_ws_cap(const ds_ctx *ctx, const ds_conv_geom *g, size_t *c
 template <typename T> static cudnnMathType_t conv_find_math(const ds_ctx *ctx)
 {
     if (ds_dtype_traits<T>::narrow)
-        return CUDNN_TENSOR_OP_MATH;
+        return ctx->narrow_math;
     return sizeof(T) == 4 && !ctx->opts.tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
@@ -958,7 +958,7 @@ static void conv_plan_choices(const conv_plan *p, ds_choice *out, int max, int *
     }
 }
 
-int ds_cuda_choices_get(ds_ctx *ctx, ds_choice *out, int max)
+int ds_cuda_conv_choices_get(ds_ctx *ctx, ds_choice *out, int max)
 {
     int n = 0;
     if (ctx->conv)
@@ -987,9 +987,9 @@ static ds_status conv_choice_set(ds_ctx *ctx, conv_plan *p, conv_entry *e, const
     return DS_OK;
 }
 
-ds_status ds_cuda_choices_set(ds_ctx *ctx, const ds_choice *in, int n)
+ds_status ds_cuda_conv_choices_set(ds_ctx *ctx, const ds_choice *in, int n)
 {
-    const int have = ds_cuda_choices_get(ctx, nullptr, 0);
+    const int have = ds_cuda_conv_choices_get(ctx, nullptr, 0);
     if (have != n)
         return DS_FAIL(DS_ERR_ARG, "conv2d: %d choices given for the %d made here", n, have);
     ds_cuda_conv_cache *c = ctx->conv;

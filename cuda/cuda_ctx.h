@@ -45,6 +45,12 @@ struct ds_ctx {
     ds_status range_err;            /* the first failure inside range_push/pop (which
                                      * return nothing): reported by range_times */
     ds_cuda_kprof *kprof;           /* non-NULL while a kernel profile runs on this context */
+    ds_rnn_plan **rnn_plans;        /* [n_rnn_plans] the recurrent plans made here, in order
+                                     * (rnn.cu: their algorithms are start-up choices) */
+    int n_rnn_plans, cap_rnn_plans;
+    cudnnMathType_t narrow_math;    /* cuDNN's math for FP16/BF16 data: tensor ops, unless the
+                                     * 16-bit investigation's DSTRAIN_CUDNN_NARROW_MATH=default
+                                     * (issue 34, item 6) asks for cuDNN's default math */
 };
 
 /* Blocks of a two-pass reduction at most: the size of ds_ctx.partials. */
@@ -58,9 +64,20 @@ struct ds_event {
 void ds_cuda_conv_cache_free(ds_ctx *c);
 /* conv.cu: cudnnFind* calls made on c so far (the counters' searches; 0 for NULL). */
 long ds_cuda_conv_searches(const ds_ctx *c);
-/* conv.cu: the start-up choices (ds_backend.choices_get / choices_set). */
-int ds_cuda_choices_get(ds_ctx *ctx, ds_choice *out, int max);
-ds_status ds_cuda_choices_set(ds_ctx *ctx, const ds_choice *in, int n);
+/* The start-up choices (ds_backend.choices_get / choices_set): conv.cu's
+ * plans' algorithms, then rnn.cu's, each in the order made. get returns how
+ * many there are, set takes exactly those. */
+int ds_cuda_conv_choices_get(ds_ctx *ctx, ds_choice *out, int max);
+ds_status ds_cuda_conv_choices_set(ds_ctx *ctx, const ds_choice *in, int n);
+int ds_cuda_rnn_choices_get(ds_ctx *ctx, ds_choice *out, int max);
+ds_status ds_cuda_rnn_choices_set(ds_ctx *ctx, const ds_choice *in, int n);
+
+/* fp32_family.cu: base (the FP16 or BF16 table t) with the op families
+ * DSTRAIN_CUDA_FP32_OPS names (rnn, conv) run in FP32; base when unset. */
+const ds_ops *ds_cuda_fp32_family(ds_dtype t, const ds_ops *base);
+/* DS_ERR_ARG when DSTRAIN_CUDA_FP32_OPS names something else (a typo would
+ * run the baseline as if it were the switched run). */
+ds_status ds_cuda_fp32_family_check(void);
 
 /* range_timing.cu: the backend's range_timing / range_times, and what
  * range_push / range_pop do while timing is on. */
@@ -140,7 +157,7 @@ static inline unsigned ds_cuda_grid(const ds_ctx *c, size_t n, int block = DS_CU
 template <typename T> static inline cudnnMathType_t ds_cudnn_math(const ds_ctx *c)
 {
     if (ds_dtype_traits<T>::narrow)
-        return CUDNN_TENSOR_OP_MATH;
+        return c->narrow_math;
     return sizeof(T) == 4 && !c->opts.tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 

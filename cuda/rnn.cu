@@ -30,9 +30,24 @@
  * or zero.
  * BF16 recurrent layers need cuDNN 9.13 or later (earlier releases take no
  * BF16 RNN data) on compute capability 8.0 or later: rnn_plan refuses them
- * otherwise, saying so. */
+ * otherwise, saying so.
+ *
+ * Algorithm (--rnn-algo, ds_ctx_opts.rnn_algo): standard runs
+ * CUDNN_RNN_ALGO_STANDARD, a few kernels per time step and direction, each
+ * queued by the host; persist runs CUDNN_RNN_ALGO_PERSIST_STATIC, whose
+ * kernel keeps the recurrent weights on chip and walks the time steps in
+ * one launch; auto times both at the plan's largest shape and keeps the
+ * faster (ties: standard). A candidate is tried first on lengths that
+ * differ (as a batch's do): one cuDNN refuses for this cell, size, type or
+ * GPU is dropped, saying why (persist then runs standard: FP64 has no
+ * persistent kernel, and a verification run must still run). The
+ * work and reserve cover every candidate that ran, so that the choice of
+ * another rank (rank 0's, choices_set) fits the buffers planned here; the
+ * weight layout must be the same under each (it is checked). */
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "ops_cuda.h"
@@ -57,6 +72,13 @@ struct ds_rnn_plan {
     size_t work_cat, reserve_cat;        /* elements of T: where dy_cat / y_cat start */
     size_t work_len;                     /* elements of T: where the int32 lengths start */
     int *lens;                           /* host [max_n]: lengths as cuDNN gets them */
+    cudnnRNNAlgo_t algo;                 /* the one the descriptor runs */
+    int n_ran;                           /* candidates that ran here, and their times */
+    cudnnRNNAlgo_t ran[2];
+    float ran_ms[2];                     /* forward + backward at the largest shape; < 0 untimed */
+    ds_rnn_layout layout;                /* as planned: a later choice must keep its offsets */
+    char note[160];                      /* candidates cuDNN refused here, and why */
+    cudnnDataType_t dt;                  /* the table's data type: which T the plan was made for */
     double zero;                         /* paddingFill of the data descriptors: all bytes
                                           * 0, which is 0 read as any of the four types */
 };
@@ -164,11 +186,22 @@ static cudnnRNNMode_t rnn_mode(ds_cell c)
     }
 }
 
+/* The RNN descriptor set for algorithm a (again, when it exists). */
+template <typename T> static ds_status rnn_set_algo(ds_ctx *c, ds_rnn_plan *p, cudnnRNNAlgo_t a)
+{
+    const ds_rnn_desc *d = &p->d;
+    DS_CUDNN(cudnnSetRNNDescriptor_v8(
+        p->rnn, a, rnn_mode(d->cell), CUDNN_RNN_DOUBLE_BIAS,
+        d->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+        ds_dtype_traits<T>::cudnn, ds_dtype_traits<T>::cudnn_compute, ds_cudnn_math<T>(c), d->in,
+        d->hidden, d->hidden /* no projection */, 1, p->drop, CUDNN_RNN_PADDED_IO_ENABLED));
+    p->algo = a;
+    return DS_OK;
+}
+
 /* Create every descriptor the plan keeps and set the RNN descriptor. */
 template <typename T> static ds_status rnn_describe(ds_ctx *c, ds_rnn_plan *p)
 {
-    const ds_rnn_desc *d = &p->d;
-    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     DS_CUDNN(cudnnCreateRNNDescriptor(&p->rnn));
     DS_CUDNN(cudnnCreateDropoutDescriptor(&p->drop));
     DS_CUDNN(cudnnCreateRNNDataDescriptor(&p->xd));
@@ -178,13 +211,7 @@ template <typename T> static ds_status rnn_describe(ds_ctx *c, ds_rnn_plan *p)
     /* With dropout 0 no random state is drawn or read: no state buffer
      * (as PyTorch's set_no_dropout does). */
     DS_CUDNN(cudnnSetDropoutDescriptor(p->drop, c->dnn, 0.0f, nullptr, 0, 0));
-    DS_CUDNN(cudnnSetRNNDescriptor_v8(
-        p->rnn, CUDNN_RNN_ALGO_STANDARD, rnn_mode(d->cell), CUDNN_RNN_DOUBLE_BIAS,
-        d->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dt,
-        ds_dtype_traits<T>::cudnn_compute,
-        ds_cudnn_math<T>(c), d->in, d->hidden, d->hidden /* no projection */, 1, p->drop,
-        CUDNN_RNN_PADDED_IO_ENABLED));
-    return DS_OK;
+    return rnn_set_algo<T>(c, p, CUDNN_RNN_ALGO_STANDARD);
 }
 
 /* *ok: whether tensor descriptor m holds a row-major [rows][cols] matrix of
@@ -334,21 +361,254 @@ template <typename T> static ds_status rnn_offsets(ds_ctx *c, const ds_rnn_plan 
     return st;
 }
 
-/* Weight space, and work and reserve for max_t x max_n (every length max_t). */
+static const char *rnn_algo_name(cudnnRNNAlgo_t a)
+{
+    switch (a) {
+    case CUDNN_RNN_ALGO_STANDARD: return "STANDARD";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC: return "PERSIST_STATIC";
+    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: return "PERSIST_DYNAMIC";
+    default: return "?";
+    }
+}
+
+/* The algorithms a plan may run under the context's --rnn-algo, in order
+ * of preference (auto: on a tie; persist: the first that runs). */
+static int rnn_candidates(const ds_ctx *c, cudnnRNNAlgo_t out[2])
+{
+    switch (c->opts.rnn_algo) {
+    case DS_RNN_ALGO_PERSIST:
+        out[0] = CUDNN_RNN_ALGO_PERSIST_STATIC;
+        out[1] = CUDNN_RNN_ALGO_STANDARD;
+        return 2;
+    case DS_RNN_ALGO_AUTO:
+        out[0] = CUDNN_RNN_ALGO_STANDARD;
+        out[1] = CUDNN_RNN_ALGO_PERSIST_STATIC;
+        return 2;
+    default: out[0] = CUDNN_RNN_ALGO_STANDARD; return 1;
+    }
+}
+
+/* Start-up buffers for trying a candidate at the plan's largest shape (cuDNN
+ * reads and writes them; their values do not matter for the time). */
+struct rnn_trial {
+    char *mem;
+    void *x, *ycat, *dycat, *dx, *w, *dw, *reserve, *work;
+    int *len;
+    size_t work_bytes, reserve_bytes;
+    size_t total;   /* bytes of mem */
+};
+
+template <typename T> static ds_status rnn_trial_alloc(const ds_rnn_plan *p, size_t work, size_t reserve,
+                                                       rnn_trial *tr)
+{
+    const ds_rnn_desc *d = &p->d;
+    const size_t nx = rnn_round((size_t)d->max_t * d->max_n * d->in * sizeof(T));
+    const size_t ny = rnn_round((size_t)d->max_t * d->max_n * d->dirs * d->hidden * sizeof(T));
+    const size_t nw = rnn_round(p->weight_bytes), nr = rnn_round(reserve), nk = rnn_round(work);
+    const size_t nl = rnn_round((size_t)d->max_n * sizeof(int));
+    const size_t total = 2 * nx + 2 * ny + 2 * nw + nr + nk + nl;
+    tr->total = total;
+    const cudaError_t e = cudaMalloc((void **)&tr->mem, total);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        tr->mem = nullptr;
+        return DS_FAIL(e == cudaErrorMemoryAllocation ? DS_ERR_MEM : DS_ERR_BACKEND,
+                       "rnn plan: %zu bytes to try the algorithms at %d x %d (--rnn-algo standard "
+                       "tries none): %s", total, d->max_t, d->max_n, cudaGetErrorString(e));
+    }
+    char *q = tr->mem;
+    tr->x = q, q += nx;
+    tr->dx = q, q += nx;
+    tr->ycat = q, q += ny;
+    tr->dycat = q, q += ny;
+    tr->w = q, q += nw;
+    tr->dw = q, q += nw;
+    tr->reserve = q, q += nr;
+    tr->work = q, q += nk;
+    tr->len = (int *)q;
+    tr->work_bytes = work;
+    tr->reserve_bytes = reserve;
+    return DS_OK;
+}
+
+/* The trial's buffers zeroed and its lengths (host [max_n]) copied, on the
+ * context's stream (a non-blocking one: the legacy stream's copies would
+ * not be ordered before cuDNN's reads), finished before returning. */
+static ds_status rnn_trial_fill(ds_ctx *c, const rnn_trial *tr, size_t total, const int *lens, int n)
+{
+    DS_CUDA(cudaMemsetAsync(tr->mem, 0, total, c->stream));
+    DS_CUDA(cudaMemcpyAsync(tr->len, lens, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, c->stream));
+    DS_CUDA(cudaStreamSynchronize(c->stream));
+    return DS_OK;
+}
+
+/* One forward and backward under the descriptor's algorithm on lengths
+ * that differ (len_host [max_n], tr->len its device copy): a cuDNN status,
+ * so that a refusal is an answer about the candidate, not an error. */
+static cudnnStatus_t rnn_trial_step(ds_ctx *c, ds_rnn_plan *p, const rnn_trial *tr)
+{
+    cudnnStatus_t s = cudnnRNNForward(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, tr->len, p->xd, tr->x,
+                                      p->yd, tr->ycat, p->hd, nullptr, nullptr, p->cd, nullptr, nullptr,
+                                      p->weight_bytes, tr->w, tr->work_bytes, tr->work,
+                                      tr->reserve_bytes, tr->reserve);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnRNNBackwardData_v8(c->dnn, p->rnn, tr->len, p->yd, tr->ycat, tr->dycat, p->xd, tr->dx,
+                                    p->hd, nullptr, nullptr, nullptr, p->cd, nullptr, nullptr, nullptr,
+                                    p->weight_bytes, tr->w, tr->work_bytes, tr->work,
+                                    tr->reserve_bytes, tr->reserve);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnRNNBackwardWeights_v8(c->dnn, p->rnn, CUDNN_WGRAD_MODE_ADD, tr->len, p->xd, tr->x,
+                                       p->hd, nullptr, p->yd, tr->ycat, p->weight_bytes, tr->dw,
+                                       tr->work_bytes, tr->work, tr->reserve_bytes, tr->reserve);
+    return s;
+}
+
+/* Median of three timed steps of the descriptor's algorithm, ms. */
+static ds_status rnn_trial_time(ds_ctx *c, ds_rnn_plan *p, const rnn_trial *tr, float *ms)
+{
+    cudaEvent_t e[2];
+    DS_CUDA(cudaEventCreate(&e[0]));
+    DS_CUDA(cudaEventCreate(&e[1]));
+    float t[3] = {0, 0, 0};
+    ds_status st = DS_OK;
+    for (int r = 0; r < 3 && st == DS_OK; r++) {
+        cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+        if (cudaEventRecord(e[0], c->stream) != cudaSuccess ||
+            (s = rnn_trial_step(c, p, tr)) != CUDNN_STATUS_SUCCESS || cudaEventRecord(e[1], c->stream) != cudaSuccess ||
+            cudaEventSynchronize(e[1]) != cudaSuccess || cudaEventElapsedTime(&t[r], e[0], e[1]) != cudaSuccess)
+            st = DS_FAIL(DS_ERR_BACKEND, "rnn plan: timing %s: %s / %s", rnn_algo_name(p->algo),
+                         cudnnGetErrorString(s), cudaGetErrorString(cudaGetLastError()));
+    }
+    (void)cudaEventDestroy(e[0]);
+    (void)cudaEventDestroy(e[1]);
+    const float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    *ms = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+    return st;
+}
+
+/* Lengths that differ, as a batch's do: max_t, then shorter ones (at least 1). */
+static void rnn_trial_lengths(ds_rnn_plan *p)
+{
+    const ds_rnn_desc *d = &p->d;
+    for (int i = 0; i < d->max_n; i++) {
+        const int step = d->max_t / 8 > 0 ? d->max_t / 8 : 1;
+        const int l = d->max_t - (i % 4) * step;
+        p->lens[i] = l < 1 ? 1 : l;
+    }
+}
+
+/* The candidates of --rnn-algo tried at the largest shape on lengths that
+ * differ; those cuDNN refuses dropped (why in p's note); auto keeps the
+ * fastest of the rest, persist the first that runs (untimed). The
+ * descriptor is left on the choice. */
+template <typename T> static ds_status rnn_choose(ds_ctx *c, ds_rnn_plan *p, char *note, size_t note_size)
+{
+    cudnnRNNAlgo_t cand[2];
+    /* --deterministic: untimed, the first that runs, so that every run picks the same */
+    const int n = rnn_candidates(c, cand),
+              timed = c->opts.rnn_algo == DS_RNN_ALGO_AUTO && !c->opts.deterministic;
+    note[0] = 0;
+    p->n_ran = 0;
+    if (n == 1 && cand[0] == CUDNN_RNN_ALGO_STANDARD) {   /* today's path: nothing to try */
+        p->ran[0] = CUDNN_RNN_ALGO_STANDARD, p->ran_ms[0] = -1, p->n_ran = 1;
+        return rnn_set_algo<T>(c, p, CUDNN_RNN_ALGO_STANDARD);
+    }
+    const ds_rnn_desc *d = &p->d;
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
+    rnn_trial_lengths(p);
+    DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, d->max_t,
+                                       d->max_n, d->in, p->lens, rnn_fill(p)));
+    DS_CUDNN(cudnnSetRNNDataDescriptor(p->yd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, d->max_t,
+                                       d->max_n, d->dirs * d->hidden, p->lens, rnn_fill(p)));
+    const int dim[3] = {d->dirs, d->max_n, d->hidden}, str[3] = {d->max_n * d->hidden, d->hidden, 1};
+    DS_CUDNN(cudnnSetTensorNdDescriptor(p->hd, dt, 3, dim, str));
+    DS_CUDNN(cudnnSetTensorNdDescriptor(p->cd, dt, 3, dim, str));
+    /* every candidate's spaces, for one set of buffers that fits them all */
+    size_t work = 0, reserve = 0, wb = 0;
+    cudnnStatus_t ok[2];
+    for (int k = 0; k < n; k++) {
+        size_t w1 = 0, r1 = 0;
+        DS_TRY(rnn_set_algo<T>(c, p, cand[k]));
+        ok[k] = cudnnGetRNNWeightSpaceSize(c->dnn, p->rnn, &wb);
+        if (ok[k] == CUDNN_STATUS_SUCCESS)
+            ok[k] = cudnnGetRNNTempSpaceSizes(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, p->xd, &w1, &r1);
+        p->weight_bytes = wb > p->weight_bytes ? wb : p->weight_bytes;
+        work = w1 > work ? w1 : work;
+        reserve = r1 > reserve ? r1 : reserve;
+    }
+    rnn_trial tr = {};
+    DS_TRY(rnn_trial_alloc<T>(p, work, reserve, &tr));
+    ds_status st = rnn_trial_fill(c, &tr, tr.total, p->lens, d->max_n);
+    size_t used = 0;
+    for (int k = 0; k < n && st == DS_OK && (timed || p->n_ran == 0); k++) {
+        st = rnn_set_algo<T>(c, p, cand[k]);
+        cudnnStatus_t s = ok[k];
+        if (st == DS_OK && s == CUDNN_STATUS_SUCCESS)
+            s = rnn_trial_step(c, p, &tr);
+        if (st == DS_OK && s == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(c->stream) != cudaSuccess)
+            st = DS_FAIL(DS_ERR_BACKEND, "rnn plan: trying %s: %s", rnn_algo_name(cand[k]),
+                         cudaGetErrorString(cudaGetLastError()));
+        if (st != DS_OK)
+            break;
+        if (s != CUDNN_STATUS_SUCCESS) {   /* cuDNN's answer for this candidate: dropped */
+            (void)cudaGetLastError();      /* not left for a later op's launch check */
+            const int w = snprintf(note + used, note_size - used, "%s%s: %s", used ? "; " : "",
+                                   rnn_algo_name(cand[k]), cudnnGetErrorString(s));
+            used += w > 0 && (size_t)w < note_size - used ? (size_t)w : 0;
+            continue;
+        }
+        float ms = -1;
+        if (timed)
+            st = rnn_trial_time(c, p, &tr, &ms);
+        p->ran[p->n_ran] = cand[k];
+        p->ran_ms[p->n_ran++] = ms;
+    }
+    if (cudaFree(tr.mem) != cudaSuccess && st == DS_OK)
+        st = DS_FAIL(DS_ERR_BACKEND, "rnn plan: cudaFree of the trial buffers");
+    DS_TRY(st);
+    if (p->n_ran == 0)   /* even the standard algorithm refused the trial */
+        return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN runs none of --rnn-algo %s's algorithms for the %s "
+                       "layer (in %d, hidden %d, %d direction(s), %d x %d) here: %s",
+                       timed ? "auto" : "persist", rnn_cell_name(d->cell), d->in, d->hidden, d->dirs,
+                       d->max_t, d->max_n, note);
+    int best = 0;
+    for (int k = 1; k < p->n_ran; k++)
+        if (p->ran_ms[k] < p->ran_ms[best])
+            best = k;
+    return rnn_set_algo<T>(c, p, p->ran[best]);
+}
+
+/* Weight space, and work and reserve for max_t x max_n (every length max_t)
+ * under every candidate that ran (the largest of each), the descriptor left
+ * on the chosen one. */
 template <typename T> static ds_status rnn_sizes(ds_ctx *c, ds_rnn_plan *p, ds_rnn_layout *lay)
 {
     const ds_rnn_desc *d = &p->d;
     const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
-    DS_CUDNN(cudnnGetRNNWeightSpaceSize(c->dnn, p->rnn, &p->weight_bytes));
-    if (p->weight_bytes == 0 || p->weight_bytes % sizeof(T))
-        return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN's weight space of %zu bytes is not a "
-                       "whole number of %zu-byte elements", p->weight_bytes, sizeof(T));
+    const cudnnRNNAlgo_t chosen = p->algo;
     for (int i = 0; i < d->max_n; i++)
         p->lens[i] = d->max_t;
     DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
                                        d->max_t, d->max_n, d->in, p->lens, rnn_fill(p)));
-    DS_CUDNN(cudnnGetRNNTempSpaceSizes(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, p->xd,
-                                       &p->work_bytes, &p->reserve_bytes));
+    p->work_bytes = p->reserve_bytes = 0;
+    for (int k = 0; k < p->n_ran; k++) {
+        size_t wb = 0, work = 0, reserve = 0;
+        DS_TRY(rnn_set_algo<T>(c, p, p->ran[k]));
+        DS_CUDNN(cudnnGetRNNWeightSpaceSize(c->dnn, p->rnn, &wb));
+        if (k > 0 && wb != p->weight_bytes)
+            return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN's weight space is %zu bytes under %s and "
+                           "%zu under %s", wb, rnn_algo_name(p->ran[k]), p->weight_bytes,
+                           rnn_algo_name(p->ran[0]));
+        p->weight_bytes = wb;
+        DS_CUDNN(cudnnGetRNNTempSpaceSizes(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, p->xd, &work,
+                                           &reserve));
+        p->work_bytes = work > p->work_bytes ? work : p->work_bytes;
+        p->reserve_bytes = reserve > p->reserve_bytes ? reserve : p->reserve_bytes;
+    }
+    DS_TRY(rnn_set_algo<T>(c, p, chosen));
+    if (p->weight_bytes == 0 || p->weight_bytes % sizeof(T))
+        return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN's weight space of %zu bytes is not a "
+                       "whole number of %zu-byte elements", p->weight_bytes, sizeof(T));
     const size_t cat = (size_t)d->max_t * d->max_n * d->dirs * d->hidden;
     p->reserve_cat = rnn_round(p->reserve_bytes) / sizeof(T);
     p->work_cat = rnn_round(p->work_bytes) / sizeof(T);
@@ -359,10 +619,35 @@ template <typename T> static ds_status rnn_sizes(ds_ctx *c, ds_rnn_plan *p, ds_r
     return DS_OK;
 }
 
-template <typename T> void cuda_rnn_plan_destroy(ds_ctx *, ds_rnn_plan *p)
+/* The context's plans, in the order made: its start-up choices list them. */
+static ds_status rnn_register(ds_ctx *c, ds_rnn_plan *p)
+{
+    if (c->n_rnn_plans == c->cap_rnn_plans) {
+        const int cap = c->cap_rnn_plans ? 2 * c->cap_rnn_plans : 16;
+        ds_rnn_plan **a = (ds_rnn_plan **)realloc(c->rnn_plans, (size_t)cap * sizeof *a);
+        if (!a)
+            return DS_FAIL(DS_ERR_MEM, "rnn plan: the context's list of %d plans", cap);
+        c->rnn_plans = a, c->cap_rnn_plans = cap;
+    }
+    c->rnn_plans[c->n_rnn_plans++] = p;
+    return DS_OK;
+}
+
+static void rnn_unregister(ds_ctx *c, const ds_rnn_plan *p)
+{
+    for (int i = 0; c && i < c->n_rnn_plans; i++)
+        if (c->rnn_plans[i] == p) {
+            memmove(&c->rnn_plans[i], &c->rnn_plans[i + 1], (size_t)(c->n_rnn_plans - i - 1) * sizeof *c->rnn_plans);
+            c->n_rnn_plans--;
+            return;
+        }
+}
+
+template <typename T> void cuda_rnn_plan_destroy(ds_ctx *c, ds_rnn_plan *p)
 {
     if (!p)
         return;
+    rnn_unregister(c, p);
     if (p->cd)
         (void)cudnnDestroyTensorDescriptor(p->cd);
     if (p->hd)
@@ -411,6 +696,7 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     if (!p)
         return DS_FAIL(DS_ERR_MEM, "rnn plan");
     p->d = *d;
+    p->dt = ds_dtype_traits<T>::cudnn;
     p->gates = ds_backend_cell_gates(d->cell);
     p->lens = (int *)calloc((size_t)d->max_n, sizeof(int));
     ds_rnn_layout lay = {};   /* offset[1][*] stays 0 for one direction */
@@ -418,13 +704,18 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     if (st == DS_OK)
         st = rnn_describe<T>(c, p);
     if (st == DS_OK)
+        st = rnn_choose<T>(c, p, p->note, sizeof p->note);
+    if (st == DS_OK)
         st = rnn_sizes<T>(c, p, &lay);
     if (st == DS_OK)
         st = rnn_offsets<T>(c, p, &lay);
+    if (st == DS_OK)
+        st = rnn_register(c, p);
     if (st != DS_OK) {
         cuda_rnn_plan_destroy<T>(c, p);
         return st;
     }
+    p->layout = lay;
     *plan = p;
     *layout = lay;
     return DS_OK;
@@ -544,6 +835,91 @@ ds_status cuda_rnn_bwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_h
     rnn_zero_padding<T><<<ds_cuda_grid(c, nx), DS_CUDA_BLOCK, 0, c->stream>>>(
         nx, n, p->d.in, len, (T *)dx);
     DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* ---- start-up choices: every rank runs rank 0's algorithm ---- */
+
+static const char *rnn_dt_name(cudnnDataType_t dt)
+{
+    switch (dt) {
+    case CUDNN_DATA_DOUBLE: return "fp64";
+    case CUDNN_DATA_HALF: return "fp16";
+    case CUDNN_DATA_BFLOAT16: return "bf16";
+    default: return "fp32";
+    }
+}
+
+static void rnn_choice_of(const ds_rnn_plan *p, ds_choice *out)
+{
+    const ds_rnn_desc *d = &p->d;
+    *out = ds_choice{};
+    snprintf(out->what, sizeof out->what, "rnn %s %s in%d h%d x%d t%d n%d", rnn_cell_name(d->cell),
+             rnn_dt_name(p->dt), d->in, d->hidden, d->dirs, d->max_t, d->max_n);
+    size_t used = (size_t)snprintf(out->how, sizeof out->how, "%s", rnn_algo_name(p->algo));
+    int timed = 0;
+    for (int k = 0; k < p->n_ran && used < sizeof out->how; k++)
+        if (p->ran_ms[k] >= 0)
+            used += (size_t)snprintf(out->how + used, sizeof out->how - used, "%s%s %.2f ms",
+                                     timed++ ? ", " : " (", rnn_algo_name(p->ran[k]), p->ran_ms[k]);
+    if (timed && used < sizeof out->how)
+        used += (size_t)snprintf(out->how + used, sizeof out->how - used, ")");
+    if (p->note[0] && used < sizeof out->how)   /* what cuDNN refused here */
+        snprintf(out->how + used, sizeof out->how - used, "; refused %.60s", p->note);
+    out->code[0] = (int)p->algo;
+}
+
+int ds_cuda_rnn_choices_get(ds_ctx *c, ds_choice *out, int max)
+{
+    for (int i = 0; out && i < c->n_rnn_plans && i < max; i++)
+        rnn_choice_of(c->rnn_plans[i], &out[i]);
+    return c->n_rnn_plans;
+}
+
+/* Plan p run under algorithm a, which ran here at start-up; the weight
+ * layout the model placed must stay as it is. */
+template <typename T> static ds_status rnn_impose(ds_ctx *c, ds_rnn_plan *p, cudnnRNNAlgo_t a)
+{
+    const cudnnRNNAlgo_t planned = p->algo;
+    DS_TRY(rnn_set_algo<T>(c, p, a));
+    ds_rnn_layout lay = p->layout;
+    ds_status st = rnn_offsets<T>(c, p, &lay);
+    if (st == DS_OK && memcmp(lay.offset, p->layout.offset, sizeof lay.offset))
+        st = DS_FAIL(DS_ERR_BACKEND, "rnn: cuDNN lays the weights out otherwise under %s than under the "
+                     "planned %s", rnn_algo_name(a), rnn_algo_name(planned));
+    if (st != DS_OK)
+        (void)rnn_set_algo<T>(c, p, planned);   /* the plan stays as it was */
+    return st;
+}
+
+ds_status ds_cuda_rnn_choices_set(ds_ctx *c, const ds_choice *in, int n)
+{
+    if (n != c->n_rnn_plans)
+        return DS_FAIL(DS_ERR_ARG, "rnn: %d choices given for the %d recurrent layers planned here", n,
+                       c->n_rnn_plans);
+    for (int i = 0; i < n; i++) {
+        ds_rnn_plan *p = c->rnn_plans[i];
+        ds_choice mine;
+        rnn_choice_of(p, &mine);
+        if (strncmp(mine.what, in[i].what, sizeof mine.what))
+            return DS_FAIL(DS_ERR_ARG, "rnn: the choice given for %.96s is for %.96s", mine.what, in[i].what);
+        const cudnnRNNAlgo_t a = (cudnnRNNAlgo_t)in[i].code[0];
+        if (a == p->algo)
+            continue;
+        int ran = 0;
+        for (int k = 0; k < p->n_ran; k++)
+            ran |= p->ran[k] == a;
+        if (!ran)
+            return DS_FAIL(DS_ERR_ARG, "rnn: rank 0 runs %s for %.96s, which did not run here%s%s (the "
+                           "ranks need the same --rnn-algo and GPUs that run it)", rnn_algo_name(a), mine.what,
+                           p->note[0] ? ": " : "", p->note);
+        switch (p->dt) {
+        case CUDNN_DATA_DOUBLE: DS_TRY(rnn_impose<double>(c, p, a)); break;
+        case CUDNN_DATA_HALF: DS_TRY(rnn_impose<__half>(c, p, a)); break;
+        case CUDNN_DATA_BFLOAT16: DS_TRY(rnn_impose<__nv_bfloat16>(c, p, a)); break;
+        default: DS_TRY(rnn_impose<float>(c, p, a)); break;
+        }
+    }
     return DS_OK;
 }
 

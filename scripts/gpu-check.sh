@@ -16,13 +16,13 @@ cd "$repo" || exit 1
 
 # Parts in order of priority, and each part's cap in seconds. A profile's
 # caps add up to no more than its budget (tests/gpu/gpu_check_dry.sh checks).
-FIRST_PARTS="env libs build tests timing peer"
+FIRST_PARTS="env libs build tests timing peer f16"
 SECOND_PARTS="env libs build precision sweep families kernels mini memcheck multi"
-ALL_PARTS="env libs build tests timing peer precision sweep families kernels mini memcheck multi"
+ALL_PARTS="env libs build tests timing peer f16 precision sweep families kernels mini memcheck multi"
 # multi: on one GPU (the usual lent machine) it records "not run" in a second;
 # on a machine with several, run --parts multi with its own budget
-declare -A CAP=([env]=20 [libs]=40 [build]=90 [tests]=120 [timing]=150 [peer]=120
-                [precision]=60 [sweep]=70 [families]=60 [kernels]=60 [mini]=70 [memcheck]=50
+declare -A CAP=([env]=15 [libs]=30 [build]=70 [tests]=100 [timing]=170 [peer]=90 [f16]=65
+                [precision]=75 [sweep]=70 [families]=60 [kernels]=60 [mini]=70 [memcheck]=50
                 [multi]=20)
 # the second profile's build is incremental when the first's build-gpu is there
 CAP_SECOND_BUILD=90
@@ -71,7 +71,9 @@ there). Together with the working tree they stay under the tool's 64 MiB.
             a skip fails here (a GPU is there)
   timing    ${CAP[timing]} s  dstrain bench ds2, LibriSpeech-like lengths, batch 32,
             train: fp32, fp16 three times (its spread run to run), fp32
-            --tf32; then fp32 and fp16 under --profile kernels (CUPTI:
+            --tf32; the paths off by default on, each beside the default
+            in the same call: --rnn-algo auto (fp32, fp16), --bucket-frames
+            32 (fp16), both (fp16); then fp32 and fp16 under --profile kernels (CUPTI:
             launches and kernel time per step); bench/step-anatomy: per
             configuration the step time, the host's enqueue time, the main
             thread's CPU share, kernel time and launches, host- or
@@ -79,9 +81,16 @@ there). Together with the working tree they stay under the tool's 64 MiB.
   peer      ${CAP[peer]} s  bench/pytorch_ds2.py, the same model, lengths and batch:
             eager fp32 and AMP; bench/compare against the timing, and
             step-anatomy again with issue 34's targets against AMP
+  f16       ${CAP[f16]} s  tests/gpu/f16_switches.sh, float16: test_model_gpu_vs_cpu
+            under each switch of the 16-bit gradient question (rnn or
+            conv in FP32 inside the 16-bit model, sorted and equal
+            lengths, cuDNN's default math, loss scale 1, 64, 16384,
+            CUDA_LAUNCH_BLOCKING) beside the CPU's emulation: a table in
+            f16-switches.md, not a verdict
 --second (budget $BUDGET_DEFAULT s, or GPU_CHECK_BUDGET):
   env, libs as above; build ${CAP_SECOND_BUILD} s, incremental on the first's build-gpu
-  precision ${CAP[precision]} s  tests/gpu/model_variants.sh on cuda and cpu (a record in the logs),
+  precision ${CAP[precision]} s  tests/gpu/f16_switches.sh in bfloat16 and float16's
+            compute-sanitizer initcheck; tests/gpu/model_variants.sh on cuda and cpu (a record in the logs),
             ctest fp16_small_gpu (small preset, fp16 and bf16 within 5%
             of fp32 after 300 steps)
   sweep     ${CAP[sweep]} s  dstrain bench ds2, train: batch 16,32,64, one call per
@@ -664,11 +673,26 @@ part_timing() {
   timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS --precision fp32 --tf32 --out "$tf32" \
     >>"$work/timing.log" 2>&1
   rc_tf32=$?
-  # one file for step-anatomy: the tf32 result beside the others
-  [ -f "$tf32" ] && "$py" - "$json" "$tf32" <<'PY' 2>/dev/null
+  # the paths that are off by default (issue 34, item 7), each timed beside
+  # the default above: on by default only once a run like this one shows
+  # them correct (the tests part) and faster (ds2-anatomy.txt)
+  local extra k=0
+  for extra in "--precision fp32,fp16 --rnn-algo auto" "--precision fp16 --bucket-frames 32" \
+               "--precision fp16 --rnn-algo auto --bucket-frames 32"; do
+    # shellcheck disable=SC2086
+    timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS $extra --out "$work/ds2-timing-new$k.json" \
+      >>"$work/timing.log" 2>&1 || fig+="bench $extra failed; "
+    k=$((k + 1))
+  done
+  # one file for step-anatomy: every result beside the others
+  "$py" - "$json" "$tf32" "$work"/ds2-timing-new*.json <<'PY' 2>/dev/null
 import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-a["results"] += b["results"]
+a = json.load(open(sys.argv[1]))
+for p in sys.argv[2:]:
+    try:
+        a["results"] += json.load(open(p))["results"]
+    except (OSError, ValueError):
+        pass
 json.dump(a, open(sys.argv[1], "w"), indent=1)
 PY
   # the kernels behind the step (CUPTI), fewer steps: the profile slows the host
@@ -680,17 +704,18 @@ PY
   bench_choices "$json" | sort -u >"$(outf ds2-conv-algorithms.txt)"
   echo "convolution algorithms:"; cat "$(outf ds2-conv-algorithms.txt)"
   step_anatomy
-  fig=$(bench_figures "$json")
+  fig+=$(bench_figures "$json")
   fig+="; $(grep -E '^  ' "$(outf ds2-anatomy.txt)" | awk '{ printf "%s %s: enqueue %s ms, kernels %s ms, %s launches, %s; ", $3, ($4 == "tf32" ? "tf32" : ""), $(NF-4), $(NF-2), $(NF-1), $NF }')"
   { [ $rc_k -eq 0 ] && bench_ok "$(outf ds2-kernels.json)" 2; } ||
     fig+="; --profile kernels failed ($(grep -m1 -E 'error|failed' "$work/kernels-timing.log" | cut -c1-200))"
   timed_out $rc && fig="timed out; $fig"
   [ -n "$fig" ] || fig="no results ($(tail -1 "$work/timing.log"))"
-  [ $rc -eq 0 ] && [ $rc_tf32 -eq 0 ] && bench_ok "$json" 5
+  [ $rc -eq 0 ] && [ $rc_tf32 -eq 0 ] && bench_ok "$json" 9
 }
 dry_part_timing() {
   fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16,fp16,fp16 --out $(outf ds2-timing.json);"
-  fig+=" the same --precision fp32 --tf32; --profile kernels --precision fp32,fp16 --steps 3; bench/step-anatomy"
+  fig+=" the same --precision fp32 --tf32; --rnn-algo auto (fp32,fp16), --bucket-frames 32 (fp16), both (fp16);"
+  fig+=" --profile kernels --precision fp32,fp16 --steps 3; bench/step-anatomy"
 }
 
 part_peer() {
@@ -715,10 +740,26 @@ part_peer() {
 }
 dry_part_peer() { fig="would run: python3 bench/pytorch_ds2.py $TIMING_ARGS --impl eager,amp --out $(outf ds2-torch.json); bench/compare"; }
 
+# The 16-bit gradient question's switches (issue 34, item 6): float16 here,
+# bfloat16 and initcheck in the second profile's precision part.
+part_f16() {
+  have_build || return 1
+  local runs=12
+  F16_SWITCH_TIMEOUT=$(( $(left) / runs > 5 ? $(left) / runs : 5 )) F16_SWITCH_INITCHECK=0 \
+    timeout -k 5 "$(left)" "$repo/tests/gpu/f16_switches.sh" "$build/tests/test_model_gpu_vs_cpu" cuda float16 \
+    >"$(outf f16-switches.md)" 2>&1
+  cat "$(outf f16-switches.md)"
+  fig="$(grep -c '^| [a-z]' "$(outf f16-switches.md)") runs in f16-switches.md; baseline worst $(awk -F'|' '$2 ~ /baseline/ { print $4 }' "$(outf f16-switches.md)" | head -1)"
+  grep -q '^| baseline' "$(outf f16-switches.md)"
+}
+dry_part_f16() { fig="would run: tests/gpu/f16_switches.sh build-gpu/tests/test_model_gpu_vs_cpu cuda float16"; }
+
 # ---- the second profile ------------------------------------------------------------------------
 part_precision() {
   have_build || return 1
   part_name=precision
+  F16_SWITCH_TIMEOUT=60 timeout -k 5 "$(left)" "$repo/tests/gpu/f16_switches.sh" \
+    "$build/tests/test_model_gpu_vs_cpu" cuda bfloat16 >"$(outf f16-switches-bf16.md)" 2>&1
   # where the 16-bit whole-model differences come from (model_gpu_vs_cpu_f16
   # and _bf16 failed on an H100): the GRU model's variants on the test's own
   # parameters and batch, the GPU beside the CPU's emulated 16-bit tables;
@@ -900,6 +941,7 @@ part_title() {
     tests) echo "every 1-GPU correctness test (ctest -L cuda -LE multi-gpu)" ;;
     timing) echo "dstrain bench ds2, batch 32, LibriSpeech lengths, fp32 and fp16" ;;
     peer) echo "PyTorch ds2 (bench/pytorch_ds2.py), eager fp32 and AMP" ;;
+    f16) echo "the 16-bit gradient question's switches (tests/gpu/f16_switches.sh, float16)" ;;
     precision) echo "fp16_small_gpu: fp16 and bf16 follow fp32" ;;
     sweep) echo "dstrain bench ds2: batch x precision x mode" ;;
     families) echo "dstrain bench jasper-10x3 and ds1 at batch 32, fp32 and fp16, beside ds2's" ;;

@@ -25,13 +25,13 @@ from fixtures import Checker, doc, near, result, run, write  # noqa: E402
 ck = Checker("step_anatomy_test")
 
 
-def timed(precision, ms, enqueue, tf32=False, **kw):
+def timed(precision, ms, enqueue, tf32=False, config=None, **kw):
     prof = dict(launches_per_step=None, kernel_ms_per_step=None, bound=None)
     prof.update(kw)
     r = result(model="ds2", device="cuda", precision=precision, batch=32,
                samples_per_s=32 * 1000.0 / ms, host_enqueue_ms=enqueue, main_thread_cpu_share=0.9,
                **prof)
-    r["config"] = {"tf32": tf32}
+    r["config"] = dict({"tf32": tf32}, **(config or {}))
     return r
 
 
@@ -71,6 +71,21 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = run("step-anatomy", t)
     ck(rc == 0 and "not measured" in out and "no kernel profile" in out,
        "without --kernels: bound unknown, the enqueue target not measured")
+    # a path off by default (--rnn-algo auto) is a row of its own; the 2x and
+    # AMP targets take the fastest fp16, the spread the one run three times
+    t2 = write(os.path.join(tmp, "t2.json"), doc([
+        timed("fp32", 400, 120), timed("fp16", 200, 150), timed("fp16", 205, 150),
+        timed("fp16", 230, 150), timed("fp16", 150, 60, config={"rnn_algo": "auto", "bucket_frames": 32})]))
+    out2 = os.path.join(tmp, "o2.json")
+    rc, out = run("step-anatomy", t2, "--peer", p, "--json", out2)
+    o2 = json.load(open(out2)) if os.path.exists(out2) else {"rows": [], "targets": []}
+    rows2 = {r["config"]: r for r in o2["rows"]}
+    ck("ds2 cuda fp16 train b32 rnn=auto bucket=32" in rows2 and rows2.get("ds2 cuda fp16 train b32", {}).get("runs") == 3,
+       "rnn=auto bucket=32 apart from the default fp16 (%s)" % list(rows2))
+    met2 = {x["what"]: x["met"] for x in o2["targets"]}
+    ck(met2.get("fp16 at least 2x its own fp32") is True and met2.get("fp16 at least 1.5x PyTorch AMP") is True
+       and met2.get("fp16 step within 5% over 3 runs") is False,
+       "the fastest fp16 for 2x (2.67x) and AMP (1.67x), the 3-run one for the spread (%s)" % met2)
     bad = write(os.path.join(tmp, "bad.json"), {"x": 1})
     rc, out = run("step-anatomy", bad)
     ck(rc == 1 and "bad.json" in out, "a file that is not bench JSON: exit 1 naming it (%d)" % rc)

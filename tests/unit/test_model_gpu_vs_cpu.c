@@ -9,6 +9,10 @@
  *        bfloat16; MODEL_JSON: one model of your own instead of the two
  *        below (to find which layer a difference comes from).
  *        DSTRAIN_TEST_LOSS_SCALE overrides FP16's static loss scale;
+ *        DSTRAIN_TEST_LENGTHS=sorted puts each batch's utterances longest
+ *        first, =equal gives every utterance the batch's padded length
+ *        (switches of the 16-bit gradient investigation, issue 34 item 6:
+ *        whether the RNN's handling of ragged batches is where it differs);
  *        DSTRAIN_TEST_CASE_INDEX (default 0) picks the parameters and batch
  *        a model of one's own gets: those of the built-in case of that index.
  *
@@ -162,6 +166,55 @@ static double loss_scale_of(ds_dtype dt)
 {
     const char *e = getenv("DSTRAIN_TEST_LOSS_SCALE");
     return dt != DS_F16 ? 1 : e ? atof(e) : 1024;
+}
+
+/* DSTRAIN_TEST_LENGTHS: b's utterances longest first (sorted; ties keep
+ * their order), or all of the padded length (equal: their padding frames,
+ * zero, become real ones); unset, b as drawn. */
+static ds_status shape_lengths(ds_batch *b)
+{
+    const char *how = getenv("DSTRAIN_TEST_LENGTHS");
+    if (!how || !*how)
+        return DS_OK;
+    if (!strcmp(how, "equal")) {
+        for (int i = 0; i < b->n; i++)
+            b->lengths[i] = b->t;
+        return DS_OK;
+    }
+    if (strcmp(how, "sorted"))
+        return DS_FAIL(DS_ERR_ARG, "DSTRAIN_TEST_LENGTHS=%s: sorted or equal", how);
+    const size_t row = (size_t)b->t * b->f;
+    int *order = malloc((size_t)b->n * sizeof *order), *len = malloc((size_t)b->n * sizeof *len);
+    int *lab = malloc((size_t)(b->cap_labels > 0 ? b->cap_labels : 1) * sizeof *lab);
+    int *off = malloc((size_t)b->n * sizeof *off), *ll = malloc((size_t)b->n * sizeof *ll);
+    float *feat = malloc(row * b->n * sizeof *feat);
+    ds_status st = order && len && lab && off && ll && feat ? DS_OK : DS_FAIL(DS_ERR_MEM, "sorted batch");
+    for (int i = 0; st == DS_OK && i < b->n; i++)   /* insertion sort, stable, longest first */
+        for (int k = i; k >= 0; k--) {
+            if (k == 0 || b->lengths[order[k - 1]] >= b->lengths[i]) {
+                order[k] = i;
+                break;
+            }
+            order[k] = order[k - 1];
+        }
+    int at = 0;
+    for (int j = 0; st == DS_OK && j < b->n; j++) {
+        const int i = order[j];
+        len[j] = b->lengths[i];
+        memcpy(feat + row * j, b->features + row * i, row * sizeof *feat);
+        memcpy(lab + at, b->labels + b->label_off[i], (size_t)b->label_len[i] * sizeof *lab);
+        off[j] = at, ll[j] = b->label_len[i];
+        at += ll[j];
+    }
+    if (st == DS_OK) {
+        memcpy(b->lengths, len, (size_t)b->n * sizeof *len);
+        memcpy(b->features, feat, row * b->n * sizeof *feat);
+        memcpy(b->labels, lab, (size_t)at * sizeof *lab);
+        memcpy(b->label_off, off, (size_t)b->n * sizeof *off);
+        memcpy(b->label_len, ll, (size_t)b->n * sizeof *ll);
+    }
+    free(order), free(len), free(lab), free(off), free(ll), free(feat);
+    return st;
 }
 
 static ds_status side_open(side *s, const ds_backend *be, ds_dtype dt, const ds_model_cfg *cfg,
@@ -344,6 +397,8 @@ static void check_case(const mc_case *c, int ci)
     /* ---- one ragged batch ---- */
     T_OK_CASE(ds_batch_alloc(&b, N_UTT, FRAMES, cfg.n_features, N_UTT * lim.label_len));
     T_OK_CASE(ds_synthetic_batch(&rng, &cfg, N_UTT, FRAMES, &b));
+    T_OK_CASE(shape_lengths(&b));
+    const char *shaped = getenv("DSTRAIN_TEST_LENGTHS");
     int distinct = 0, padded = 0;
     for (int i = 0; i < b.n; i++) {
         int seen = 0;
@@ -356,8 +411,8 @@ static void check_case(const mc_case *c, int ci)
     for (int i = 0; i < b.n; i++)
         printf(" %d", b.lengths[i]);
     printf(" (padded to %d)\n", b.t);
-    T_CHECK(distinct >= 3 && padded >= 2, "%s: the batch is not ragged enough (%d lengths, %d padded)",
-            c->name, distinct, padded);
+    T_CHECK((shaped && !strcmp(shaped, "equal")) || (distinct >= 3 && padded >= 2),
+            "%s: the batch is not ragged enough (%d lengths, %d padded)", c->name, distinct, padded);
 
     ds_loss lt, lr;
     la = malloc(N_UTT * sizeof *la);
@@ -426,6 +481,7 @@ static void check_case(const mc_case *c, int ci)
     double first = 0, last = 0, norm_err = 0, loss0_ref = 0, loss0_tst = 0;
     for (int s = 0; s < STEPS; s++) {
         T_OK_CASE(ds_synthetic_batch(&brng, &cfg, N_UTT, FRAMES, &b));
+        T_OK_CASE(shape_lengths(&b));
         T_OK_CASE(side_pass(&ref, &b, &lr, NULL));
         T_OK_CASE(side_pass(&tst, &b, &lt, NULL));
         if (s == 0)

@@ -18,7 +18,11 @@
  *
  * usage: test_ops_rnn [BACKEND [CELL]]   BACKEND default $DSTRAIN_TEST_BACKEND,
  *        else cpu; CELL (lstm, gru, rnn_tanh, rnn_relu) runs that cell only.
- *        Each cell's seconds are printed. */
+ *        Each cell's seconds are printed. DSTRAIN_TEST_RNN_ALGO (standard,
+ *        auto, persist: --rnn-algo) sets the context's recurrent algorithm,
+ *        so every check above holds the persistent kernels to the standard
+ *        one's bounds; with persist, each FP32 plan must run PERSIST_STATIC
+ *        (FP64 has no persistent kernel: it runs standard). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -634,6 +638,26 @@ static ds_status run_set(fix *f)
     return DS_OK;
 }
 
+/* The recurrent algorithm of the context's plans (the backend's start-up
+ * choices, its last two: this fixture's FP64 and FP32 plans), printed;
+ * under persist the FP32 plan must run PERSIST_STATIC. */
+static void check_algorithm(const fix *f, int algo)
+{
+    const int n = be->choices_get ? be->choices_get(ctx, NULL, 0) : 0;
+    if (n < 2)
+        return;   /* the CPU: one algorithm */
+    ds_choice *c = calloc((size_t)n, sizeof *c);
+    if (!c)
+        return;
+    be->choices_get(ctx, c, n);
+    for (int i = n - 2; i < n; i++)
+        printf("  %s x%d: %s: %s\n", cname(f), f->dirs, c[i].what, c[i].how);
+    if (algo == DS_RNN_ALGO_PERSIST)
+        T_CHECK(strstr(c[n - 1].what, "fp32") && strncmp(c[n - 1].how, "PERSIST_STATIC", 14) == 0,
+                "%s x%d under --rnn-algo persist: %s runs %s", cname(f), f->dirs, c[n - 1].what, c[n - 1].how);
+    free(c);
+}
+
 int main(int argc, char **argv)
 {
     be = t_backend(argc > 1 ? argv[1] : NULL);
@@ -642,7 +666,16 @@ int main(int argc, char **argv)
             be->name);
     if (!be->ops(DS_F64) || !be->ops(DS_F32))
         return t_finish(__FILE__);
-    T_OK(be->ctx_create(0, NULL, &ctx));
+    ds_ctx_opts opts = {0};
+    const char *algo = getenv("DSTRAIN_TEST_RNN_ALGO");
+    static const char *const ALGO[] = {"standard", "auto", "persist"};
+    for (int a = 0; algo && a < 3; a++)
+        if (!strcmp(algo, ALGO[a]))
+            opts.rnn_algo = a;
+    T_CHECK(!algo || !strcmp(algo, ALGO[opts.rnn_algo]), "DSTRAIN_TEST_RNN_ALGO=%s: not one of standard, "
+            "auto, persist", algo);
+    printf("recurrent algorithm: %s\n", ALGO[opts.rnn_algo]);
+    T_OK(be->ctx_create(0, &opts, &ctx));
     check_bad_plans();
     const char *only = argc > 2 ? argv[2] : NULL;
     int known = !only;
@@ -659,6 +692,7 @@ int main(int argc, char **argv)
                 continue;
             }
             T_OK(fix_init(&f, (ds_cell)cell, dirs, seed++));
+            check_algorithm(&f, opts.rnn_algo);
             check_layout(&f, &f.d64);
             check_layout(&f, &f.d32);
             check_refusals(&f);
