@@ -167,6 +167,37 @@ static int check_determinism(const corpus *c)
     return 0;
 }
 
+/* A global batch of 24 split 1, 2, 3, 4, 6, 8, 12 and 24 ways: every
+ * split's rank-ordered union of takes is the one rank's global batch, in
+ * every epoch (issue 34: the sampler's batches the same for any rank count). */
+static int check_split_any(const corpus *c)
+{
+    static const int ranks[] = {1, 2, 3, 4, 6, 8, 12, 24};
+    enum { G = 24 };
+    ds_sampler *one;
+    T_OK(ds_sampler_create(c->utts, c->frames, c->n, G, 1, 17, &one));
+    for (size_t r = 1; r < sizeof ranks / sizeof *ranks; r++) {
+        ds_sampler *s;
+        T_OK(ds_sampler_create(c->utts, c->frames, c->n, G / ranks[r], ranks[r], 17, &s));
+        T_CHECK(ds_sampler_batches(s) == ds_sampler_batches(one) && ds_sampler_steps(s) <= ds_sampler_steps(one),
+                "%d ranks: %ld batches (%ld steps), one rank %ld (%ld)", ranks[r], ds_sampler_batches(s),
+                ds_sampler_steps(s), ds_sampler_batches(one), ds_sampler_steps(one));
+        for (int epoch = 0; epoch < 2; epoch++)
+            for (long k = 0; k < ds_sampler_batches(one); k++) {
+                long g1[G], gs[G];
+                int m1 = ds_sampler_take(one, epoch, k, 0, g1), ms = 0;
+                for (int q = 0; q < ranks[r]; q++)
+                    ms += ds_sampler_take(s, epoch, k, q, gs + ms);
+                T_CHECK(m1 == ms && memcmp(g1, gs, sizeof(long) * m1) == 0,
+                        "%d ranks, epoch %d batch %ld: the union of takes is not one rank's batch", ranks[r],
+                        epoch, k);
+            }
+        ds_sampler_destroy(s);
+    }
+    ds_sampler_destroy(one);
+    return 0;
+}
+
 /* Global batches of (R=1, B=8) = rank-ordered union of (R=2, B=4) and (R=4, B=2). */
 static int check_split(const corpus *c)
 {
@@ -227,6 +258,7 @@ int main(void)
     make_corpus(&c, 203, 3);   /* 203 = 25 * 8 + 3: a short last global batch */
     check_determinism(&c);
     check_split(&c);
+    check_split_any(&c);
     check_args();
     return t_finish("test_sampler");
 }
