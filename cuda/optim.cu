@@ -74,14 +74,15 @@ __global__ void opt_decide(double max_norm, double scale_window, double *scal)
 __device__ inline float dev_sqrt(float x) { return sqrtf(x); }
 __device__ inline double dev_sqrt(double x) { return sqrt(x); }
 
-/* SGD hyperparameters in the master type P, as the CPU rounds them. */
+/* SGD hyperparameters in the master type P, as the CPU rounds them (the
+ * learning rate is read from scal[DS_OPT_LR]). */
 template <typename P> struct sgd_args {
-    P lr, mu, wd;
+    P mu, wd;
     int nesterov;
 };
 
 /* p, v [n] (master, P; v unused when mu is 0), g [n] (T), w [n] (T or NULL),
- * scal [DS_OPT_SCALARS] after opt_decide: torch.optim.SGD with momentum
+ * scal [DS_OPT_BUFFER] after opt_decide: torch.optim.SGD with momentum
  * (dampening 0), the CPU's order. */
 template <typename T, typename P>
 __global__ void sgd_update(size_t n, sgd_args<P> h, P *__restrict__ p, const T *__restrict__ g,
@@ -89,7 +90,7 @@ __global__ void sgd_update(size_t n, sgd_args<P> h, P *__restrict__ p, const T *
 {
     if (scal[DS_OPT_SKIPPED] != 0)
         return;
-    const P gain = (P)scal[DS_OPT_GAIN];
+    const P gain = (P)scal[DS_OPT_GAIN], lr = (P)scal[DS_OPT_LR];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const P gi = ds_wide(g[i]);
@@ -101,7 +102,7 @@ __global__ void sgd_update(size_t n, sgd_args<P> h, P *__restrict__ p, const T *
             v[i] = vi;
             d = h.nesterov ? d + h.mu * vi : vi;
         }
-        const P pn = pi - h.lr * d;
+        const P pn = pi - lr * d;
         p[i] = pn;
         if (w)
             w[i] = ds_round<T>(pn);
@@ -109,15 +110,15 @@ __global__ void sgd_update(size_t n, sgd_args<P> h, P *__restrict__ p, const T *
 }
 
 /* AdamW hyperparameters that do not depend on the step, in the master type
- * P as the CPU rounds them; lr and the betas stay double for the bias
- * corrections. */
+ * P as the CPU rounds them; the betas and the weight decay stay double for
+ * the terms formed with the step's learning rate (scal[DS_OPT_LR]) and count. */
 template <typename P> struct adamw_args {
-    P b1, b2, one_m_b1, one_m_b2, decay, eps, lr;
-    double beta1, beta2;
+    P b1, b2, one_m_b1, one_m_b2, eps;
+    double beta1, beta2, wd;
 };
 
 /* p, m, v [n] (master, P), g [n] (T), w [n] (T or NULL), scal
- * [DS_OPT_SCALARS] after opt_decide: torch.optim.AdamW (amsgrad off), the
+ * [DS_OPT_BUFFER] after opt_decide: torch.optim.AdamW (amsgrad off), the
  * step counted from 1 (scal[DS_OPT_STEPS] after the increment). The bias
  * corrections, which depend on the step in device memory, are formed once
  * per block in double and rounded to P as the CPU does. */
@@ -126,23 +127,25 @@ __global__ void adamw_update(size_t n, adamw_args<P> h, P *__restrict__ p,
                              const T *__restrict__ g, P *__restrict__ m, P *__restrict__ v,
                              T *__restrict__ w, const double *__restrict__ scal)
 {
-    __shared__ P corr[2];   /* step_size, sqrt of the second bias correction */
+    __shared__ P corr[3];   /* step_size, sqrt of the second bias correction, decay */
     if (scal[DS_OPT_SKIPPED] != 0)
         return;   /* the same verdict for every thread: no one waits below */
     if (threadIdx.x == 0) {
-        const double step = scal[DS_OPT_STEPS];
+        const double step = scal[DS_OPT_STEPS], lr = scal[DS_OPT_LR];
         const P bc1 = (P)(1 - pow(h.beta1, step));
-        corr[0] = h.lr / bc1;
+        corr[0] = (P)lr / bc1;
         corr[1] = (P)sqrt(1 - pow(h.beta2, step));
+        /* 1 - lr*wd rounded once, unfused, as the host forms it */
+        corr[2] = (P)__dsub_rn(1.0, __dmul_rn(lr, h.wd));
     }
     __syncthreads();
-    const P step_size = corr[0], bc2_sqrt = corr[1];
+    const P step_size = corr[0], bc2_sqrt = corr[1], decay = corr[2];
     const P gain = (P)scal[DS_OPT_GAIN];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const P gi = ds_wide(g[i]);
         const P gc = gain == P(1) ? gi : gi * gain;
-        P pi = p[i] * h.decay;
+        P pi = p[i] * decay;
         const P mi = h.b1 * m[i] + h.one_m_b1 * gc;
         const P vi = h.b2 * v[i] + h.one_m_b2 * gc * gc;
         m[i] = mi;
@@ -170,13 +173,13 @@ template <typename T> ds_status cuda_sumsq(ds_ctx *ctx, size_t n, const void *x,
 }
 
 /* p, v [n] (master; v NULL when momentum is 0), g [n], w [n] (or NULL),
- * scal [DS_OPT_SCALARS] (scalar): one SGD update, decided on the device. */
+ * scal [DS_OPT_BUFFER] (scalar): one SGD update, decided on the device. */
 template <typename T>
 ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p, const void *g,
                         void *v, void *w, void *scal)
 {
     typedef ds_master_t<T> P;
-    const sgd_args<P> a = {(P)h->lr, (P)h->momentum, (P)h->weight_decay, h->nesterov};
+    const sgd_args<P> a = {(P)h->momentum, (P)h->weight_decay, h->nesterov};
     if (a.mu != P(0) && !v && n > 0)
         return DS_FAIL(DS_ERR_ARG, "sgd_step: momentum %g needs a velocity buffer",
                        h->momentum);
@@ -190,7 +193,7 @@ ds_status cuda_sgd_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
     return DS_OK;
 }
 
-/* p, m, v [n] (master), g [n], w [n] (or NULL), scal [DS_OPT_SCALARS]
+/* p, m, v [n] (master), g [n], w [n] (or NULL), scal [DS_OPT_BUFFER]
  * (scalar): one AdamW update, decided on the device. */
 template <typename T>
 ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *p,
@@ -203,11 +206,10 @@ ds_status cuda_adamw_step(ds_ctx *ctx, size_t n, const ds_opt_hparams *h, void *
     /* 1 - beta in double: 1 - (float)0.999 is off by 1.3e-5 relative */
     a.one_m_b1 = (P)(1 - h->beta1);
     a.one_m_b2 = (P)(1 - h->beta2);
-    a.decay = (P)(1 - h->lr * h->weight_decay);
     a.eps = (P)h->eps;
-    a.lr = (P)h->lr;
     a.beta1 = h->beta1;
     a.beta2 = h->beta2;
+    a.wd = h->weight_decay;
     if (!h->decided) {
         opt_decide<<<1, 1, 0, ctx->stream>>>(h->max_norm, h->scale_window, (double *)scal);
         DS_LAUNCHED();

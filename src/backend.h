@@ -134,9 +134,9 @@ typedef struct {
     size_t work;                            /* elements of scratch, forward or backward */
 } ds_rnn_layout;
 
-/* Optimizer hyperparameters of one update (host values). */
+/* Optimizer hyperparameters of one update (host values, the same every
+ * step; the learning rate, which a schedule changes, is scal[DS_OPT_LR]). */
 typedef struct {
-    double lr;
     double momentum;          /* sgd; 0: plain SGD */
     int nesterov;             /* sgd */
     double beta1, beta2, eps; /* adamw */
@@ -162,7 +162,13 @@ enum {
     DS_OPT_CLEAN,      /* clean steps since the scale last changed */
     DS_OPT_SKIPS,      /* steps skipped so far */
     DS_OPT_GAIN,       /* what the update multiplies the gradients by: clip / scale */
-    DS_OPT_SCALARS
+    DS_OPT_SCALARS,    /* the scalars above: a step's status and a checkpoint's */
+    /* Past them, in the same buffer: the learning rate of the next update,
+     * queued by the host with each step (a schedule changes it), so that a
+     * step captured once reads it from memory; not checkpointed (the
+     * schedule gives it). */
+    DS_OPT_LR = DS_OPT_SCALARS,
+    DS_OPT_BUFFER      /* elements of the optimizer's scalar buffer */
 };
 
 /* The loss of a batch in backend memory (scalar role). */
@@ -345,8 +351,9 @@ typedef struct ds_ops {
                             const void *loss, void *out);
 
     /* ---- optimizer (flat buffers of n elements) ---- */
-    /* scal[DS_OPT_SUMSQ] (scalar) += sum of x^2, accumulated in double (so
-     * groups of parameters add up to one global norm). */
+    /* scal [DS_OPT_BUFFER] (scalar) in every optimizer op.
+     * scal[DS_OPT_SUMSQ] += sum of x^2, accumulated in double (so groups of
+     * parameters add up to one global norm). */
     ds_status (*sumsq)(ds_ctx *, size_t n, const void *x, void *scal);
     /* One update, deciding from scal in backend memory (ds_opt_decide in
      * opt_decide.h): norm = sqrt(sumsq) / scale; not finite -> nothing
@@ -360,6 +367,7 @@ typedef struct ds_ops {
      * read, not changed; p [n] and the moments (master role: FP32, FP64 in
      * fp64 runs); w [n] (compute; NULL: none) gets the updated p rounded to
      * the compute dtype, the working copy forward reads.
+     * lr is scal[DS_OPT_LR].
      * PyTorch SGD: g' = g + wd*p; v = momentum*v + g'; p -= lr*(nesterov ?
      * g' + momentum*v : v); v [n] (NULL when momentum is 0). */
     ds_status (*sgd_step)(ds_ctx *, size_t n, const ds_opt_hparams *h, void *p, const void *g,

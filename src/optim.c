@@ -21,7 +21,7 @@ struct ds_optim {
     ds_ctx *ctx;
     opt_group g[MAX_GROUPS];
     int groups;
-    void *scal;         /* backend [DS_OPT_SCALARS], scalar role (FP64) */
+    void *scal;         /* backend [DS_OPT_BUFFER], scalar role (FP64) */
     double host[DS_OPT_SCALARS];
 };
 
@@ -107,7 +107,7 @@ ds_status ds_optim_create(const ds_optim_cfg *c, const ds_backend *be, ds_ctx *c
     *o = (ds_optim){.cfg = *c, .be = be, .ctx = ctx};
     ds_status st;
     DS_TRY_GOTO(st, ds_optim_add_group(o, dt, n), fail);
-    DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, DS_OPT_SCALARS, &o->scal), fail);
+    DS_TRY_GOTO(st, be->alloc(ctx, DS_F64, DS_OPT_BUFFER, &o->scal), fail);
     o->host[DS_OPT_SCALE] = c->loss_scale;   /* the rest start at 0 */
     DS_TRY_GOTO(st, be->from_host(ctx, DS_F64, DS_OPT_SCALARS, o->host, o->scal), fail);
     *out = o;
@@ -136,10 +136,12 @@ ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, doubl
         return DS_FAIL(DS_ERR_ARG, "optimizer made for %d groups of parameters, given %d", o->groups,
                        groups);
     const ds_optim_cfg *c = &o->cfg;
-    ds_opt_hparams h = {.lr = lr, .momentum = c->momentum, .nesterov = c->nesterov,
+    ds_opt_hparams h = {.momentum = c->momentum, .nesterov = c->nesterov,
                         .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
                         .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm,
                         .scale_window = (double)c->loss_scale_window};
+    /* queued with the step (the host's value is copied at the call) */
+    DS_TRY(o->be->from_host(o->ctx, DS_F64, 1, &lr, ds_elem(o->scal, DS_F64, DS_OPT_LR)));
     /* one global norm: every group's squares added into one scalar */
     DS_TRY(o->be->zero(o->ctx, DS_F64, 1, ds_elem(o->scal, DS_F64, DS_OPT_SUMSQ)));
     for (int k = 0; k < o->groups; k++)

@@ -8,12 +8,13 @@
 
 /* ---- the optimizer ---- */
 
-/* scal [DS_OPT_SCALARS] as a step finds it: the sum of squares of g [n]
+/* scal [DS_OPT_BUFFER] as a step finds it: the sum of squares of g [n]
  * from sumsq (g made at loss scale `scale`), NaN where the step assigns,
- * steps taken, clean steps since the scale changed, steps skipped so far. */
+ * steps taken, clean steps since the scale changed, steps skipped so far;
+ * the learning rate is each case's (opt_with_lr). */
 static double *opt_scalars_at(const double *g, size_t n, double steps, double scale, double clean)
 {
-    double *scal = p_nans(DS_OPT_SCALARS), s = 0;
+    double *scal = p_nans(DS_OPT_BUFFER), s = 0;
     for (size_t i = 0; i < n; i++)
         s += g[i] * g[i];
     scal[DS_OPT_SUMSQ] = s;
@@ -34,9 +35,20 @@ typedef struct {
     size_t n;
     ds_opt_hparams h;
     int work;              /* the update also writes the working copy w */
+    double lr;             /* the update's learning rate: scal[DS_OPT_LR] */
 } opt_arg;
 
-/* buf: x [n], scal [DS_OPT_SCALARS] (scalar). */
+/* A copy of scal [DS_OPT_BUFFER] with the case's learning rate in it. */
+static double *opt_with_lr(const double *scal, double lr)
+{
+    double *s = p_vec(DS_OPT_BUFFER);
+    for (int i = 0; i < DS_OPT_BUFFER; i++)
+        s[i] = scal[i];
+    s[DS_OPT_LR] = lr;
+    return s;
+}
+
+/* buf: x [n], scal [DS_OPT_BUFFER] (scalar). */
 static ds_status call_sumsq(const p_side *s, void *const *buf, const void *arg)
 {
     const opt_arg *a = arg;
@@ -47,11 +59,11 @@ static void sumsq_big(void)
 {
     /* 2^20 + 3: a tail after any power-of-two blocking */
     static const opt_arg a = {.n = (1u << 20) + 3};
-    double *x = p_rand(P_COMPUTE, a.n, -1, 1), *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
+    double *x = p_rand(P_COMPUTE, a.n, -1, 1), *scal = p_rand(P_SCALAR, DS_OPT_BUFFER, 0, 5);
     scal[DS_OPT_SUMSQ] = 1.5;   /* sumsq adds to it */
     p_case c = {"sumsq", "n1048579", .call = call_sumsq, .arg = &a};
     p_add(&c, "x", P_COMPUTE, P_IN, a.n, x);
-    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_BUFFER, scal);
     p_run(&c);
     p_scratch_reset();
 }
@@ -61,7 +73,7 @@ static void sumsq_all(void)
     static const opt_arg a = {.n = 1000};
     double *x = p_rand(P_COMPUTE, a.n, -1, 1), *xinf = p_vec(a.n);
     /* only SUMSQ changes: the others must come back as they went */
-    double *scal = p_rand(P_SCALAR, DS_OPT_SCALARS, 0, 5);
+    double *scal = p_rand(P_SCALAR, DS_OPT_BUFFER, 0, 5);
     scal[DS_OPT_SUMSQ] = 1.5;   /* sumsq adds to it */
     for (size_t i = 0; i < a.n; i++)
         xinf[i] = x[i];
@@ -69,14 +81,14 @@ static void sumsq_all(void)
     for (int bad = 0; bad <= 1; bad++) {
         p_case c = {"sumsq", bad ? "n1000 with -inf" : "n1000", .call = call_sumsq, .arg = &a};
         p_add(&c, "x", P_COMPUTE, P_IN, a.n, bad ? xinf : x);
-        p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+        p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_BUFFER, scal);
         p_run(&c);
     }
     p_scratch_reset();
 }
 
 /* buf: p [n] (master), g [n], v [n] (master, or NULL), w [n] (or NULL),
- * scal [DS_OPT_SCALARS]. */
+ * scal [DS_OPT_BUFFER]. */
 static ds_status call_sgd(const p_side *s, void *const *buf, const void *arg)
 {
     const opt_arg *a = arg;
@@ -91,7 +103,7 @@ static void sgd_case(const char *name, const opt_arg *a, const double *p, const 
     p_add(&c, "g", P_COMPUTE, P_IN, a->n, g);
     p_add(&c, "v", P_MASTER, a->h.momentum != 0 ? P_ACC : P_NULL, a->n, v);
     p_add(&c, "w", P_COMPUTE, a->work ? P_OUT : P_NULL, a->n, NULL);
-    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_BUFFER, opt_with_lr(scal, a->lr));
     p_run(&c);
 }
 
@@ -112,10 +124,10 @@ static void sgd_all(void)
     double *v = p_rand(P_MASTER, N, -0.5, 0.5), *ginf = with_inf(g, N);
     double *scal = opt_scalars(g, N, 3), *scal_inf = opt_scalars(ginf, N, 3);
     const double norm = sqrt(scal[DS_OPT_SUMSQ]);
-    const ds_opt_hparams base = {.lr = 0.1, .weight_decay = 0.01};
+    const ds_opt_hparams base = {.weight_decay = 0.01};
     opt_arg a[6];
     for (int i = 0; i < 6; i++)
-        a[i] = (opt_arg){N, base, 0};
+        a[i] = (opt_arg){N, base, 0, 0.1};
     a[1].h.momentum = 0.9;
     a[2].h.momentum = 0.9, a[2].h.nesterov = 1;
     a[3].h.momentum = 0.9, a[3].h.max_norm = 0.25 * norm;   /* clipped */
@@ -152,14 +164,14 @@ static void sgd_big(void)
     enum { N = 100003 };
     double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
     double *v = p_rand(P_MASTER, N, -0.5, 0.5), *scal = opt_scalars(g, N, 3);
-    opt_arg a = {N, {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .weight_decay = 0.01}, 0};
+    opt_arg a = {N, {.momentum = 0.9, .nesterov = 1, .weight_decay = 0.01}, 0, 0.1};
     a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     sgd_case("n100003 nesterov, clipped", &a, p, g, v, scal);
     p_scratch_reset();
 }
 
 /* buf: p [n], g [n], m [n], v [n] (p, m, v master), w [n] (or NULL),
- * scal [DS_OPT_SCALARS]. */
+ * scal [DS_OPT_BUFFER]. */
 static ds_status call_adamw(const p_side *s, void *const *buf, const void *arg)
 {
     const opt_arg *a = arg;
@@ -176,7 +188,7 @@ static void adamw_case(const char *name, const opt_arg *a, const double *p, cons
     p_add(&c, "m", P_MASTER, P_ACC, a->n, m);
     p_add(&c, "v", P_MASTER, P_ACC, a->n, v);
     p_add(&c, "w", P_COMPUTE, a->work ? P_OUT : P_NULL, a->n, NULL);
-    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_SCALARS, scal);
+    p_add(&c, "scal", P_SCALAR, P_ACC, DS_OPT_BUFFER, opt_with_lr(scal, a->lr));
     p_run(&c);
 }
 
@@ -188,9 +200,8 @@ static void adamw_all(void)
     double *zero = p_vec(N), *ginf = with_inf(g, N);
     double *scal = opt_scalars(g, N, 4), *first = opt_scalars(g, N, 0);
     double *scal_inf = opt_scalars(ginf, N, 4);
-    const ds_opt_hparams h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                              .weight_decay = 0.01};
-    opt_arg a = {N, h, 1}, clip = {N, h, 0};
+    const ds_opt_hparams h = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
+    opt_arg a = {N, h, 1, 1e-3}, clip = {N, h, 0, 1e-3};
     clip.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     adamw_case("n500 first step (m=v=0)", &a, p, g, zero, zero, first);
     adamw_case("n500 step 5", &a, p, g, m, v, scal);
@@ -209,8 +220,7 @@ static void adamw_big(void)
     double *p = p_rand(P_MASTER, N, -1, 1), *g = p_rand(P_COMPUTE, N, -1, 1);
     double *m = p_rand(P_MASTER, N, -0.1, 0.1), *v = p_rand(P_MASTER, N, 0, 0.01);
     double *scal = opt_scalars(g, N, 4);
-    opt_arg a = {N, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                     .weight_decay = 0.01}, 0};
+    opt_arg a = {N, {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01}, 0, 1e-3};
     a.h.max_norm = 0.25 * sqrt(scal[DS_OPT_SUMSQ]);
     adamw_case("n100003 step 5, clipped", &a, p, g, m, v, scal);
     p_scratch_reset();

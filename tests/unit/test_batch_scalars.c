@@ -18,7 +18,11 @@
  *      the moments as a two-rank allreduce would) gives the same logits and
  *      utterance losses, and the mean loss and every gradient exactly
  *      halved; the doubled global batch without the doubled moments
- *      changes BatchNorm's output.
+ *      changes BatchNorm's output;
+ *  (d) the learning rate, which a schedule changes every step, is read by
+ *      sgd_step and adamw_step from scal[DS_OPT_LR]: a doubled value in the
+ *      same buffer doubles the update exactly (from p = 0, so each update is
+ *      one rounded product), and ds_optim_update queues its lr there.
  *
  * usage: test_batch_scalars [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -383,6 +387,73 @@ static void test_loss_total(ds_dtype dt)
     t_release_all(be, ctx, (void *[]){lo, out, norm}, 3);
 }
 
+/* ---- (d) the learning rate ---- */
+
+enum { LR_N = 6 };
+
+/* scal [DS_OPT_BUFFER] before an update of gradients g [LR_N]: their sum of
+ * squares, scale 1, nothing decided yet, the learning rate lr. */
+static void lr_scalars(const double *g, double lr, double *scal)
+{
+    memset(scal, 0, DS_OPT_BUFFER * sizeof *scal);
+    for (int i = 0; i < LR_N; i++)
+        scal[DS_OPT_SUMSQ] += g[i] * g[i];
+    scal[DS_OPT_SCALE] = 1;
+    scal[DS_OPT_LR] = lr;
+}
+
+static void test_lr(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    const ds_ops *op = be->ops(dt);
+    const double g[LR_N] = {0.5, -1.25, 2, -0.75, 3, 0.125}, zero[LR_N] = {0};
+    const ds_opt_hparams h[2] = {{.weight_decay = 0}, {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}};
+    for (int adam = 0; adam < 2; adam++) {
+        double got[2][LR_N], scal[DS_OPT_BUFFER];
+        void *dg = up(dt, LR_N, g), *dp = up(dt, LR_N, zero), *m = up(dt, LR_N, zero), *v = up(dt, LR_N, zero);
+        void *ds = up(DS_F64, DS_OPT_BUFFER, NULL);
+        for (int k = 0; k < 2; k++) {   /* lr, then 2 lr written into the same buffer */
+            put(dt, LR_N, zero, dp), put(dt, LR_N, zero, m), put(dt, LR_N, zero, v);
+            lr_scalars(g, (k + 1) * (adam ? 1e-3 : 0.25), scal);
+            put(DS_F64, DS_OPT_BUFFER, scal, ds);
+            t_must(adam ? op->adamw_step(ctx, LR_N, &h[1], dp, dg, m, v, NULL, ds)
+                        : op->sgd_step(ctx, LR_N, &h[0], dp, dg, NULL, NULL, ds), "update");
+            down(dt, LR_N, dp, got[k]);
+        }
+        size_t off = unlike(got[1], got[0], 2, LR_N), moved = 0;
+        for (int i = 0; i < LR_N; i++)
+            moved += got[0][i] != 0;
+        T_CHECK(moved == LR_N && off == 0, "%s %s: lr doubled in scal[DS_OPT_LR]: %zu of %d updates not "
+                "exactly doubled (%zu moved)", dn, adam ? "adamw_step" : "sgd_step", off, LR_N, moved);
+        if (!adam)
+            for (int i = 0; i < LR_N; i++)
+                T_CHECK(got[0][i] == in_dt(dt, -0.25 * in_dt(dt, g[i])), "%s sgd_step: p[%d] %g, want -lr g = %g",
+                        dn, i, got[0][i], -0.25 * g[i]);
+        t_release_all(be, ctx, (void *[]){dg, dp, m, v, ds}, 5);
+    }
+    /* the optimizer queues the step's lr into its scalars */
+    ds_model_cfg cfg;
+    t_must(ds_config_preset("tiny", &cfg), "tiny");
+    const ds_model_limits lim = {.batch = 2, .frames = 48, .label_len = 8};
+    ds_model *mdl = NULL;
+    ds_optim *o = NULL;
+    t_must(ds_model_create(&cfg, be, ctx, dt, &lim, &mdl), "model");
+    ds_optim_cfg oc = ds_optim_defaults();
+    t_must(ds_model_optim_create(mdl, &oc, &o), "optimizer");
+    t_must(ds_model_zero_grad(mdl), "zero grads");
+    ds_optim_bufs b[2];
+    const int nb = ds_model_optim_bufs(mdl, b);
+    double scal[DS_OPT_BUFFER];
+    for (int k = 1; k <= 2; k++) {
+        t_must(ds_optim_update(o, b, nb, 0.125 * k), "update");
+        down(DS_F64, DS_OPT_BUFFER, ds_optim_scalars(o), scal);
+        T_CHECK(scal[DS_OPT_LR] == 0.125 * k, "%s ds_optim_update(lr %g): scal[DS_OPT_LR] %g", dn, 0.125 * k,
+                scal[DS_OPT_LR]);
+    }
+    ds_optim_destroy(o);
+    ds_model_destroy(mdl);
+}
+
 /* ---- (c) the model ---- */
 
 enum { M_N = 3, M_FRAMES = 48 };
@@ -504,6 +575,7 @@ int main(int argc, char **argv)
         test_ctc(dts[k], &rng);
         test_loss_total(dts[k]);
         test_model(dts[k]);
+        test_lr(dts[k]);
     }
     be->ctx_destroy(ctx);
     return t_finish(__FILE__);
