@@ -126,6 +126,7 @@ uint16_t ds_half_bf16_from_f64(double d) { return narrow_f64(d, FMT_BF16); }
  * path's quiet NaN; bfloat16 uses the scalar carry trick on 8 lanes. The
  * CPU backend's 16-bit tables widen and narrow every op's operands here. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define X86_VEC __attribute__((target("avx2,f16c")))
@@ -134,8 +135,12 @@ static int x86_vec(void)
 {
     static int have = -1;   /* a benign race: every thread computes the same */
     if (have < 0) {
+        /* AVX2 as the compiler's runtime knows it (the OS saves the ymm
+         * state); F16C from cpuid, which not every compiler's
+         * __builtin_cpu_supports names (clang's does not) */
+        unsigned a, b, c, d;
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        have = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
     }
     return have;
 }
