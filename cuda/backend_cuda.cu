@@ -521,4 +521,8 @@ extern "C" DS_PLUGIN_EXPORT const ds_backend ds_cuda_backend = {
 #endif
     .choices_get = cuda_choices_get,
     .choices_set = cuda_choices_set,
+    .capture_begin = ds_cuda_capture_begin,
+    .capture_end = ds_cuda_capture_end,
+    .graph_launch = ds_cuda_graph_launch,
+    .graph_destroy = ds_cuda_graph_destroy,
 };

@@ -79,6 +79,13 @@ const ds_ops *ds_cuda_fp32_family(ds_dtype t, const ds_ops *base);
  * run the baseline as if it were the switched run). */
 ds_status ds_cuda_fp32_family_check(void);
 
+/* graph.cu: the backend's capture_begin, capture_end, graph_launch and
+ * graph_destroy (backend.h). */
+ds_status ds_cuda_capture_begin(ds_ctx *c);
+ds_status ds_cuda_capture_end(ds_ctx *c, ds_graph **out, size_t *bytes);
+ds_status ds_cuda_graph_launch(ds_ctx *c, ds_graph *g);
+void ds_cuda_graph_destroy(ds_ctx *c, ds_graph *g);
+
 /* range_timing.cu: the backend's range_timing / range_times, and what
  * range_push / range_pop do while timing is on. */
 ds_status ds_cuda_range_timing(ds_ctx *c, int capacity);

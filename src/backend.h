@@ -42,6 +42,7 @@
 typedef struct ds_ctx ds_ctx;             /* backend-private: stream, library handles */
 typedef struct ds_event ds_event;         /* a point in a context's queue of work */
 typedef struct ds_rnn_plan ds_rnn_plan;   /* backend-private: one recurrent layer's set-up */
+typedef struct ds_graph ds_graph;         /* backend-private: captured work, replayed whole */
 
 /* An activation seen as [n utterances][c channels][p positions] with element
  * strides; position p of utterance i is real when p / p_per_t < len[i] and
@@ -396,6 +397,12 @@ typedef struct {
                            * fails as out of memory (bench --batch max is tested with it). */
     int rnn_algo;         /* DS_RNN_ALGO_*: which recurrent algorithms a GPU's rnn_plan may
                            * run (the CPU has one) */
+    int capturable;       /* --cuda-graphs: every op reads what changes from one batch of a
+                           * shape to the next from backend memory, never from host
+                           * arguments, so that a step captured once per shape replays right
+                           * for every batch of that shape (a GPU's recurrent layer then runs
+                           * one call per direction over the padded length, ignoring the
+                           * host lengths; the CPU, which captures nothing, is unchanged) */
 } ds_ctx_opts;
 
 /* --rnn-algo: standard (0, zeroed options): cuDNN's standard algorithm;
@@ -524,6 +531,21 @@ typedef struct ds_backend {
      * search may pick differently on two GPUs of one job). */
     int (*choices_get)(ds_ctx *, ds_choice *out, int max);
     ds_status (*choices_set)(ds_ctx *, const ds_choice *in, int n);
+    /* Capture (all NULL where a backend has none: the CPU, whose ops run as
+     * they are called). capture_begin: work queued on ctx from now on (and
+     * on contexts that wait on its events) is recorded, not run, until
+     * capture_end, which gives it as a graph (*out) holding *bytes of device
+     * memory of its own, to launch any number of times. A call inside that
+     * cannot be captured fails there (its status says which); capture_end
+     * must still be called, and then fails with DS_ERR_UNSUPPORTED saying
+     * why, the context as before the capture and nothing of it run. The
+     * graph reads and writes the addresses its ops were given when it was
+     * captured, and every host argument as it was then. */
+    ds_status (*capture_begin)(ds_ctx *);
+    ds_status (*capture_end)(ds_ctx *, ds_graph **out, size_t *bytes);
+    /* Queued: one replay of g on ctx, ordered with the context's other work. */
+    ds_status (*graph_launch)(ds_ctx *, ds_graph *g);
+    void (*graph_destroy)(ds_ctx *, ds_graph *g);
 } ds_backend;
 
 /* Runs call (a ds_status expression) inside the range name of backend be on
