@@ -65,6 +65,8 @@ typedef struct {
     int n_phases;
     ds_kernel_stat kernels[DS_BENCH_KERNELS];
     int n_kernels;
+    int graphs_on;                /* --cuda-graphs captured steps (train mode, one rank) */
+    ds_step_graph_stats graphs;   /* their counts over the whole run, warm-up included */
     ds_choice *choices;           /* [n_choices] the backend's start-up choices (the GPU's
                                    * convolution algorithms; none on the CPU) */
     int n_choices;

@@ -76,6 +76,28 @@ static void add_layers(cJSON *o, const ds_bench_result *r, double step_ms)
  * kernels run, else "device". The kernel time sums every kernel of the
  * process, NCCL's too, which overlap the step's own: the verdict is one
  * rank's (gpu-check's timing runs one). */
+/* "graphs": what --cuda-graphs did over the run (warm-up included): the
+ * shapes captured, the steps replayed and run uncaptured, evictions and
+ * the graphs' memory; null when steps were not captured. With graphs, the
+ * kernels CUPTI counts (launches_per_step) are the graph's, while the host
+ * launches one graph a step. */
+static void add_graphs(cJSON *o, const ds_bench_result *r)
+{
+    if (!r->graphs_on) {
+        cJSON_AddNullToObject(o, "graphs");
+        return;
+    }
+    const ds_step_graph_stats *g = &r->graphs;
+    cJSON *j = cJSON_AddObjectToObject(o, "graphs");
+    cJSON_AddNumberToObject(j, "captured", (double)g->captures);
+    cJSON_AddNumberToObject(j, "replayed_steps", (double)g->replays);
+    cJSON_AddNumberToObject(j, "uncaptured_steps", (double)g->eager);
+    cJSON_AddNumberToObject(j, "failed_shapes", g->failed_shapes);
+    cJSON_AddNumberToObject(j, "evicted", (double)g->evictions);
+    cJSON_AddNumberToObject(j, "held", g->held);
+    cJSON_AddNumberToObject(j, "bytes_peak", (double)g->bytes_peak);
+}
+
 static void add_host_share(cJSON *o, const ds_bench_result *r, double step_ms)
 {
     cJSON_AddNumberToObject(o, "host_enqueue_ms", r->host_enqueue_ms);
@@ -157,6 +179,7 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
         cJSON_AddNumberToObject(o, "flop_per_s", r->flops_per_step / (ms.median / 1e3));
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->mem_bytes);
         add_host_share(o, r, ms.mean);
+        add_graphs(o, r);
         cJSON *ch = cJSON_AddArrayToObject(o, "choices");   /* the algorithms that ran */
         for (int i = 0; i < r->n_choices; i++) {
             cJSON *c = cJSON_CreateObject();
@@ -187,6 +210,7 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r)
     cJSON_AddBoolToObject(run, "tf32", c->run.compute.tf32);
     cJSON_AddStringToObject(run, "rnn_algo", DS_CLI_RNN_ALGO_NAMES[c->run.compute.rnn_algo]);
     cJSON_AddStringToObject(run, "cpu_bind", c->run.no_cpu_bind ? "none" : "gpu");
+    cJSON_AddBoolToObject(run, "cuda_graphs", c->run.compute.capturable);
     cJSON_AddBoolToObject(run, "deterministic", c->run.compute.deterministic);
     cJSON_AddNumberToObject(run, "mem_limit_bytes", (double)c->run.compute.mem_limit);
     cJSON_AddStringToObject(run, "optimizer", c->run.optim.kind == DS_OPT_ADAMW ? "adamw" : "sgd");

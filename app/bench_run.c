@@ -215,6 +215,13 @@ static ds_status forward_step(bench_state *s, const ds_batch *b, double *enqueue
     return ds_model_read_loss(m, &loss, NULL);   /* waits for the step */
 }
 
+/* Whether layer ranges are timed: with a profile, unless steps are
+ * captured (a replay has no ranges; --profile layers is refused then). */
+static int bench_ranges(const ds_bench_cfg *c)
+{
+    return c->profile != DS_PROFILE_NONE && !c->run.compute.capturable;
+}
+
 /* Steps 0..total-1; step k (k >= warmup) takes from the end of step k-1 to
  * its own end. Train steps: launching k+1 before reading k, as training
  * does, so the time between two reads is one step of the queue. */
@@ -224,11 +231,12 @@ static ds_status run_steps(bench_state *s)
     const ds_backend *be = s->r.m.be;
     const long total = c->warmup + c->steps;
     const int pipelined = c->mode == DS_BENCH_TRAIN && c->profile == DS_PROFILE_NONE;
+    const int ranges = bench_ranges(c);
     double t_prev = now_ms();
     for (long k = 0; k <= total; k++) {
         const int timed = k >= c->warmup && k < total;
         if (k == c->warmup) {   /* the profilers start with the first timed step */
-            if (c->profile != DS_PROFILE_NONE)
+            if (ranges)
                 DS_TRY(be->range_timing(s->r.m.ctx, RANGE_SLOTS));
             if (c->profile == DS_PROFILE_KERNELS)
                 DS_TRY(be->kernel_profile_start(s->r.m.ctx));
@@ -263,7 +271,7 @@ static ds_status run_steps(bench_state *s)
             if (k == total - 1)
                 s->res->main_cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - s->cpu_timed0;
             count_batch(s, b, gb);
-            if (c->profile != DS_PROFILE_NONE)
+            if (ranges)
                 DS_TRY(read_ranges(s, step_at));
         }
         t_prev = t;
@@ -298,8 +306,9 @@ static ds_status finish(bench_state *s)
         res->kernel_launches = all.launches;
         res->kernel_ms = all.total_ms;
     }
-    if (s->c->profile != DS_PROFILE_NONE)
+    if (bench_ranges(s->c))
         DS_TRY(be->range_timing(s->r.m.ctx, 0));
+    res->graphs_on = ds_stepper_graph_stats(s->r.m.stepper, &res->graphs);
     const int nc = be->choices_get ? be->choices_get(s->r.m.ctx, NULL, 0) : 0;
     if (nc > 0 && (res->choices = calloc((size_t)nc, sizeof *res->choices)))
         res->n_choices = be->choices_get(s->r.m.ctx, res->choices, nc);

@@ -28,6 +28,9 @@ int ds_cli_load_model(const char *cmd, const char *preset, const char *config_fi
                       ds_model_cfg *cfg);
 /* Whole-string number in [lo, hi] (NaN refused) for --flag of dstrain cmd;
  * prints the error and returns -1 otherwise. */
+/* --cuda-graphs: refused on the cpu (1, with the message on stderr), else 0. */
+int ds_cli_graphs_device(const char *cmd, const ds_ctx_opts *compute, const char *device);
+
 int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* --bucket-frames, which train and bench share (app/train_data.c). */
 #define DS_CLI_BUCKET_FRAMES_HELP                                                           \
@@ -51,6 +54,16 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     "fp64 has no persistent kernel); auto, both timed per layer at start-up and the faster "  \
     "kept. Every rank runs rank 0's choice. standard until a GPU run has shown the others "   \
     "correct and faster"
+#define DS_CLI_CUDA_GRAPHS_HELP                                                              \
+    "capture each batch shape's training step (forward to update) as a CUDA Graph once and "  \
+    "replay it: one launch a step instead of thousands. Every per-batch value is then read "  \
+    "from GPU memory and the recurrent layers run one cuDNN call per direction over the "    \
+    "padded length; a shape whose capture fails runs uncaptured, said once. One rank only "   \
+    "for now (ranks > 1 run uncaptured, said at start-up). Off until a GPU run has shown it " \
+    "correct and faster"
+#define DS_CLI_CUDA_GRAPHS_MAX_HELP                                                          \
+    "with --cuda-graphs: captured shapes held at most, the least recently used destroyed "    \
+    "to make room (--bucket-frames keeps the shapes few)"
 #define DS_CLI_CPU_BIND_NAMES ((const char *const[]){"none", "gpu", NULL})
 
 /* The same for a count: a whole number (--batch 1.5 is refused, not cut to 1). */

@@ -43,7 +43,7 @@ enum {
     O_MODEL = 256, O_CONFIG, O_SYNTH, O_MAX_FRAMES, O_DIST, O_DATA, O_DEVICE, O_BATCH, O_MAX_BATCH,
     O_PRECISION, O_MODE, O_TF32, O_DETERMINISTIC, O_MEM_LIMIT, O_SEED, O_WARMUP, O_STEPS,
     O_PROFILE, O_TRACE, O_ALLREDUCE, O_BUCKET, O_TIMEOUT, O_OUT, O_CSV, O_CHILD_OUT, O_BUCKET_FRAMES,
-    O_CPU_BIND, O_RNN_ALGO
+    O_CPU_BIND, O_RNN_ALGO, O_CUDA_GRAPHS, O_CUDA_GRAPHS_MAX
 };
 
 /* The options of dstrain bench: its --help and its part of docs/cli.md
@@ -66,6 +66,10 @@ static const ds_flag bench_flags[] = {
     DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
     DS_FLAG_ARG(O_CPU_BIND, "cpu-bind", "gpu|none", "gpu", DS_CLI_CPU_BIND_HELP),
     DS_FLAG_ARG(O_RNN_ALGO, "rnn-algo", "standard|auto|persist", "standard", DS_CLI_RNN_ALGO_HELP),
+    DS_FLAG_SWITCH(O_CUDA_GRAPHS, "cuda-graphs",
+                   DS_CLI_CUDA_GRAPHS_HELP ". Train steps only; --profile kernels then has no "
+                   "layer ranges, --profile layers is refused"),
+    DS_FLAG_ARG(O_CUDA_GRAPHS_MAX, "cuda-graphs-max", "N", "32", DS_CLI_CUDA_GRAPHS_MAX_HELP),
     DS_FLAG_ARG(O_BATCH, "batch", "LIST|max", "8",
                 "utterances per step and rank, e.g. `1,2,4,8`; max: the powers of two up to the "
                 "largest batch that fits, and that one"),
@@ -187,7 +191,7 @@ static int parse_bench(int argc, char **argv, bench_args *a)
     *b = (ds_bench_cfg){.warmup = 10, .steps = 50, .dist = DS_LEN_READ,
                         .run = {.device = "cpu", .precision = DS_F32, .batch = 8, .synthetic_utts = 1 << 30,
                                 .max_frames = 400, .seed = 1, .optim = ds_optim_defaults(),
-                                .bucket_mb = 25}};
+                                .bucket_mb = 25, .graphs_max = 32}};
     b->run.optim.max_grad_norm = 400;
     ds_flags fl;
     if ((c = ds_flags_begin(&fl, &ds_cli_bench_cmd, argc, argv)) != DS_FLAGS_GO)
@@ -215,6 +219,11 @@ static int parse_bench(int argc, char **argv, bench_args *a)
         case O_DEVICE: b->run.device = optarg; break;
         case O_RNN_ALGO:
             bad = ds_cli_choice("bench", "rnn-algo", optarg, DS_CLI_RNN_ALGO_NAMES, &b->run.compute.rnn_algo);
+            break;
+        case O_CUDA_GRAPHS: b->run.compute.capturable = 1; break;
+        case O_CUDA_GRAPHS_MAX:
+            bad = ds_cli_count("bench", "cuda-graphs-max", optarg, 1, 4096, &v);
+            b->run.graphs_max = (int)v;
             break;
         case O_CPU_BIND: {
             int on = 1;
@@ -263,6 +272,13 @@ static int parse_bench(int argc, char **argv, bench_args *a)
     }
     if ((preset && config) || (synthetic && b->run.train_path)) {
         fprintf(stderr, "dstrain bench: give --model or --config, and --synthetic or --data, not both\n");
+        return 2;
+    }
+    if (ds_cli_graphs_device("bench", &b->run.compute, b->run.device))
+        return 2;
+    if (b->run.compute.capturable && b->profile == DS_PROFILE_LAYERS) {
+        fprintf(stderr, "dstrain bench: --profile layers times ranges inside the step, which a "
+                "captured step (--cuda-graphs) does not replay: give one of them\n");
         return 2;
     }
     if (b->trace_path && b->profile == DS_PROFILE_NONE) {

@@ -32,6 +32,15 @@ int ds_cli_num(const char *cmd, const char *flag, const char *s, double lo, doub
     return 0;
 }
 
+int ds_cli_graphs_device(const char *cmd, const ds_ctx_opts *compute, const char *device)
+{
+    if (!compute->capturable || strcmp(device, "cpu"))
+        return 0;
+    fprintf(stderr, "dstrain %s: --cuda-graphs captures GPU work: it needs --device cuda (the cpu "
+            "runs each op as it is called)\n", cmd);
+    return 1;
+}
+
 int ds_cli_count(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out)
 {
     char *end;

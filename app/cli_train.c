@@ -20,7 +20,7 @@ enum {
     O_BUCKET, O_CHECK_SYNC, O_LOCAL_BN, O_TIMEOUT, O_DETERMINISTIC, O_TF32, O_LOSS_SCALE,
     O_SCALE_WINDOW, O_REDUCE_DTYPE, O_CKPT_ERROR, O_MAX_BAD, O_KEEP, O_RESUME, O_PROGRESS,
     O_CKPT_WRITE, O_VAL_EVERY, O_LOADER_THREADS, O_PREFETCH, O_BUCKET_FRAMES,
-    O_CPU_BIND, O_RNN_ALGO
+    O_CPU_BIND, O_RNN_ALGO, O_CUDA_GRAPHS, O_CUDA_GRAPHS_MAX
 };
 
 /* The options of dstrain train: its --help and its part of docs/cli.md
@@ -64,6 +64,8 @@ static const ds_flag train_flags[] = {
     DS_FLAG_ARG(O_DEVICE, "device", "cpu|cuda", "cpu", "backend"),
     DS_FLAG_ARG(O_CPU_BIND, "cpu-bind", "gpu|none", "gpu", DS_CLI_CPU_BIND_HELP),
     DS_FLAG_ARG(O_RNN_ALGO, "rnn-algo", "standard|auto|persist", "standard", DS_CLI_RNN_ALGO_HELP),
+    DS_FLAG_SWITCH(O_CUDA_GRAPHS, "cuda-graphs", DS_CLI_CUDA_GRAPHS_HELP),
+    DS_FLAG_ARG(O_CUDA_GRAPHS_MAX, "cuda-graphs-max", "N", "32", DS_CLI_CUDA_GRAPHS_MAX_HELP),
     {.name = "precision", .has_arg = 1, .metavar = "P", .def = "fp32", .id = O_PRECISION,
      .help = "compute type: fp32 | fp16 | bf16 | fp64. fp16 and bf16 keep FP32 master weights, "
              "optimizer state and BatchNorm (parameters and statistics), CTC in FP64 inside; "
@@ -210,7 +212,7 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
     *o = (ds_train_opts){.device = "cpu", .precision = DS_F32, .batch = 8, .steps = 0,
                          .epochs = 0, .synthetic_utts = 1024, .max_frames = 400, .seed = 1,
                          .optim = ds_optim_defaults(), .print_every = 10, .bucket_mb = 25,
-                         .max_bad_steps = 100, .progress = 2 /* auto */};
+                         .max_bad_steps = 100, .progress = 2 /* auto */, .graphs_max = 32};
     *timeout = 300;
     long steps = -1;   /* -1: not given */
     double loss_scale = -1, window = 2000;   /* -1: not given; 0: dynamic */
@@ -233,6 +235,11 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
             break;
         case O_RNN_ALGO:
             bad = ds_cli_choice("train", "rnn-algo", optarg, DS_CLI_RNN_ALGO_NAMES, &o->compute.rnn_algo);
+            break;
+        case O_CUDA_GRAPHS: o->compute.capturable = 1; break;
+        case O_CUDA_GRAPHS_MAX:
+            bad = count("cuda-graphs-max", optarg, 1, 4096, &v);
+            o->graphs_max = (int)v;
             break;
         case O_CPU_BIND: {
             int on = 1;
@@ -321,6 +328,8 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
         fprintf(stderr, "dstrain train: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
+    if (ds_cli_graphs_device("train", &o->compute, o->device))
+        return 2;
     if (preset && config) {
         fprintf(stderr, "dstrain train: give --model or --config, not both\n");
         return 2;

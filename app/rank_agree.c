@@ -131,6 +131,8 @@ static void run_lines(ds_kv_text *t, const ds_train_opts *o)
     line(t, "--deterministic", NULL, "%s", o->compute.deterministic ? "on" : "off");
     line(t, "--tf32", NULL, "%s", o->compute.tf32 ? "on" : "off");
     line(t, "--rnn-algo", NULL, "%s", DS_CLI_RNN_ALGO_NAMES[o->compute.rnn_algo]);
+    line(t, "--cuda-graphs", NULL, "%s", o->compute.capturable ? "on" : "off");
+    line(t, "--cuda-graphs-max", NULL, "%d", o->graphs_max);
     /* the binding exchanges the node's CPU lists: every rank of a node takes part or none */
     line(t, "--cpu-bind", NULL, "%s", o->no_cpu_bind ? "none" : "gpu");
     line(t, "--batch", NULL, "%d", o->batch);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "fault_seam.h"
+#include "log.h"
 
 enum { SLOTS = 2, SLOT_DOUBLES = DS_LOSS_SCALARS + DS_OPT_SCALARS };
 
@@ -25,6 +26,7 @@ struct ds_stepper {
     double launch_ms[SLOTS];
     long launched, collected;
     int poison;                     /* DS_POISON_*: the next step's fault (fault tests) */
+    ds_step_graphs *graphs;         /* --cuda-graphs: the captured steps; NULL: eager */
 };
 
 static double now_ms(void)
@@ -59,6 +61,7 @@ void ds_stepper_destroy(ds_stepper *s)
 {
     if (!s)
         return;
+    ds_step_graphs_destroy(s->graphs);
     for (int k = 0; k < SLOTS; k++)
         if (s->ev[k])
             s->be->event_destroy(s->ctx, s->ev[k]);
@@ -71,12 +74,36 @@ int ds_stepper_pending(const ds_stepper *s) { return (int)(s->launched - s->coll
 
 void ds_stepper_poison_next(ds_stepper *s, int kind) { s->poison = kind; }
 
-/* The batch's upload, into the "data" range a profiler shows. */
-static ds_status upload(ds_stepper *s, const ds_batch *b)
+ds_status ds_stepper_capture(ds_stepper *s, int max_graphs, char *why, size_t why_size)
+{
+    why[0] = 0;
+    if (s->d.reducer) {   /* MPI's reduction runs on host threads; NCCL's is not captured yet */
+        snprintf(why, why_size, "%d ranks reduce their gradients between the step's parts, which "
+                 "are not captured yet: the steps run uncaptured", s->d.world ? s->d.world->size : 2);
+        return DS_OK;
+    }
+    DS_TRY(ds_step_graphs_create(s->be, s->ctx, max_graphs, 64, &s->graphs));
+    ds_model_set_capturable(s->m, 1);
+    return DS_OK;
+}
+
+int ds_stepper_graph_stats(const ds_stepper *s, ds_step_graph_stats *out)
+{
+    *out = (ds_step_graph_stats){0};
+    if (!s->graphs)
+        return 0;
+    ds_step_graphs_stats(s->graphs, out);
+    return 1;
+}
+
+/* The batch's upload and the step's learning rate, into the "data" range
+ * a profiler shows: host copies, outside any captured step. */
+static ds_status upload(ds_stepper *s, const ds_batch *b, double lr)
 {
     DS_TRY(ds_model_set_batch(s->m, b));
     if (b->n_global > 0)   /* BatchNorm counts and the loss norm span every rank */
         DS_TRY(ds_model_set_global_batch(s->m, b->global_lengths, b->n_global));
+    DS_TRY(ds_optim_set_lr(s->o, lr));
     return ds_model_zero_grad(s->m);
 }
 
@@ -95,27 +122,54 @@ static ds_status reduce_rest(ds_stepper *s, ds_reduce *red, ds_reduce_timing *t)
                     : DS_OK;
 }
 
-/* Forward, loss, backward with the reduction around it, update. */
-static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
+/* Forward, loss, backward with the reduction around it, update: the part
+ * of a step a graph captures. */
+static ds_status queue_compute(ds_stepper *s, ds_reduce_timing *t)
 {
     ds_model *m = s->m;
     ds_reduce *red = s->d.reducer;
-    PHASE(s, "data", upload(s, b));
     PHASE(s, "forward", ds_model_forward(m, 1));
     if (s->poison == DS_POISON_LOSS)
         DS_TRY(ds_model_poison_logits(m));
     PHASE(s, "loss", ds_model_loss(m, 1));
     if (s->poison == DS_POISON_GRAD)
         DS_TRY(ds_model_poison_dlogits(m));
-    s->poison = DS_POISON_NONE;
     if (red)
         DS_TRY(ds_reduce_begin(red));
     PHASE(s, "backward", ds_model_backward(m));
     if (red)
         PHASE(s, "reduction", reduce_rest(s, red, t));
     /* grads are summed over ranks: the norm, clip and skip are global */
-    PHASE(s, "optimizer", ds_optim_update(s->o, s->groups, s->n_groups, lr));
+    PHASE(s, "optimizer", ds_optim_apply(s->o, s->groups, s->n_groups));
     return DS_OK;
+}
+
+typedef struct {
+    ds_stepper *s;
+    ds_reduce_timing *t;
+} compute_arg;
+
+static ds_status queue_compute_cb(void *user)
+{
+    const compute_arg *a = user;
+    return queue_compute(a->s, a->t);
+}
+
+/* The upload, then the rest captured or replayed per shape (--cuda-graphs;
+ * a poisoned step, a fault test's, runs uncaptured), else queued. */
+static ds_status queue_step(ds_stepper *s, const ds_batch *b, double lr, ds_reduce_timing *t)
+{
+    PHASE(s, "data", upload(s, b, lr));
+    const int poisoned = s->poison != DS_POISON_NONE;
+    ds_status st;
+    if (s->graphs && !poisoned) {
+        compute_arg a = {s, t};
+        st = ds_step_graphs_run(s->graphs, (ds_step_shape){b->n, b->t}, queue_compute_cb, &a);
+    } else {
+        st = queue_compute(s, t);
+    }
+    s->poison = DS_POISON_NONE;
+    return st;
 }
 
 ds_status ds_stepper_launch(ds_stepper *s, const ds_batch *b, double lr)

@@ -9,6 +9,7 @@
 #include "model.h"
 #include "optim.h"
 #include "reduce.h"
+#include "step_graphs.h"
 #include "world.h"
 
 /* The ranks a step spans; world NULL or of size 1, reducer NULL: one process. */
@@ -40,5 +41,17 @@ ds_status ds_stepper_launch(ds_stepper *s, const ds_batch *b, double lr);
 ds_status ds_stepper_collect(ds_stepper *s, ds_step_out *out);
 /* Steps launched and not yet collected. */
 int ds_stepper_pending(const ds_stepper *s);
+
+/* --cuda-graphs: from the next launch on, each batch shape's step (forward
+ * to update; the upload stays outside) is captured once and replayed, at
+ * most max_graphs held (step_graphs.h), and the model queues its steps so
+ * that a replay is right for every batch of the shape
+ * (ds_model_set_capturable; the context must have been made capturable).
+ * Where steps cannot be captured (ranks that reduce their gradients) *why
+ * says so and the steps stay uncaptured; "" when they will be captured.
+ * An error for a backend that captures nothing (the CPU). */
+ds_status ds_stepper_capture(ds_stepper *s, int max_graphs, char *why, size_t why_size);
+/* 1 and *out filled when steps are captured (ds_stepper_capture), else 0. */
+int ds_stepper_graph_stats(const ds_stepper *s, ds_step_graph_stats *out);
 
 #endif

@@ -129,6 +129,21 @@ static ds_status open_checkpoint_dir(run_state *r)
     return DS_OK;
 }
 
+/* --cuda-graphs: the stepper captures each shape's step, or says why not. */
+static ds_status capture_steps(run_state *r)
+{
+    if (!r->o->compute.capturable)
+        return DS_OK;
+    char why[256];
+    DS_TRY(ds_stepper_capture(r->m.stepper, r->o->graphs_max, why, sizeof why));
+    if (r->ranks.rank == 0 && why[0])
+        ds_log_print("--cuda-graphs: %s\n", why);
+    else if (r->ranks.rank == 0)
+        ds_log_print("--cuda-graphs: each batch shape's step is captured once and replayed, at "
+                     "most %d shapes held\n", r->o->graphs_max);
+    return DS_OK;
+}
+
 ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
 {
     memset(r, 0, sizeof *r);
@@ -158,6 +173,7 @@ ds_status ds_train_run_open(const ds_train_opts *o, run_state *r)
     DS_TRY(planned(r, &lim, o->device, ds_model_optim_create(r->m.model, &r->m.ocfg, &r->m.optim)));
     DS_TRY(planned(r, &lim, o->device,
                    ds_stepper_create(r->m.model, r->m.optim, &r->ranks.dist, &r->m.stepper)));
+    DS_TRY(capture_steps(r));
     DS_TRY(ds_score_batch_create(&o->model, &lim, &r->loop.scorer));
     report_memory(r);
     if (!ds_h5_threadsafe()) {   /* the loader, validation and the checkpoint writer share it */

@@ -56,6 +56,8 @@ typedef struct {
     double bucket_mb;             /* gradient bucket size (MiB) */
     long check_sync;              /* compare parameter checksums every K steps, 0: never */
     int local_bn;                 /* 1: BatchNorm statistics per rank (not synchronised) */
+    int graphs_max;               /* --cuda-graphs-max: captured step shapes held at most
+                                   * (with compute.capturable, --cuda-graphs) */
     int no_cpu_bind;              /* 1: --cpu-bind none; 0 (zeroed options): a GPU rank's threads
                                    * go to the CPUs nearest its GPU (cpu_binding.h) */
 } ds_train_opts;

@@ -839,6 +839,8 @@ void ds_model_set_hooks(ds_model *m, const ds_model_hooks *h) { m->hooks = *h; }
 
 void ds_model_set_loss_scale(ds_model *m, const void *scale) { m->loss_scale = scale; }
 
+void ds_model_set_capturable(ds_model *m, int on) { m->capturable = on != 0; }
+
 /* ---- accessors ---- */
 
 int ds_model_n_params(const ds_model *m) { return m->n_params; }

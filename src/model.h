@@ -142,6 +142,15 @@ ds_status ds_model_create_hooked(const ds_model_cfg *cfg, const ds_backend *be, 
  * runs: the optimizer's verdicts change it). NULL: 1. */
 void ds_model_set_loss_scale(ds_model *m, const void *scale);
 
+/* on: every later step is queued so that, captured once for a batch shape
+ * (utterances x padded frames), it serves every batch of that shape: the
+ * only host value left that changes with the batch, the CTC tables' bound
+ * (the longest transcript), becomes the model's limit. The losses and
+ * gradients are the same bit for bit (the bound is a stride, test_model's
+ * capturable case). The backend's context must be capturable too
+ * (ds_ctx_opts.capturable: the GPU's recurrent layers). */
+void ds_model_set_capturable(ds_model *m, int on);
+
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
 const ds_tensor *ds_model_param(const ds_model *m, int i);

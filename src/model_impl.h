@@ -124,6 +124,7 @@ struct ds_model {
 
     /* the current batch */
     int n, max_label;
+    int capturable;                    /* ds_model_set_capturable: the CTC bound is the limit */
     int t[DS_MAX_CONV + 1];
     int *h_len;                        /* host [n_conv+1][B], from the backend */
     /* the host copies of the per-batch scalars, for checks on the host */

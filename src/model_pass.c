@@ -293,7 +293,8 @@ ds_status ds_model_loss(ds_model *m, int want_grad)
     IN_RANGE(m, "ctc loss", -1,
              m->op->ctc_loss(m->ctx, T, m->n, m->cfg.n_classes, 0, ds_m_act(m, m->logits),
                              ds_m_len(m, m->cfg.n_conv), m->d_labels, m->d_label_off,
-                             m->d_label_len, m->max_label, ds_m_batch_scalar(m, DS_M_GRAD_SCALE),
+                             m->d_label_len, m->capturable ? m->lim.label_len : m->max_label,
+                             ds_m_batch_scalar(m, DS_M_GRAD_SCALE),
                              m->loss_scale, ds_m_sca(m, m->losses),
                              want_grad ? ds_m_dact(m, m->dlogits) : NULL, ds_m_act(m, m->work)));
     DS_TRY(m->op->loss_total(m->ctx, m->n, ds_m_batch_scalar(m, DS_M_LOSS_NORM),

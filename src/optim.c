@@ -130,7 +130,19 @@ void ds_optim_destroy(ds_optim *o)
     free(o);
 }
 
+ds_status ds_optim_set_lr(ds_optim *o, double lr)
+{
+    /* queued with the step (the host's value is copied at the call) */
+    return o->be->from_host(o->ctx, DS_F64, 1, &lr, ds_elem(o->scal, DS_F64, DS_OPT_LR));
+}
+
 ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, double lr)
+{
+    DS_TRY(ds_optim_set_lr(o, lr));
+    return ds_optim_apply(o, b, groups);
+}
+
+ds_status ds_optim_apply(ds_optim *o, const ds_optim_bufs *b, int groups)
 {
     if (groups != o->groups)   /* a group left out would keep its gradients and never move */
         return DS_FAIL(DS_ERR_ARG, "optimizer made for %d groups of parameters, given %d", o->groups,
@@ -140,8 +152,6 @@ ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, doubl
                         .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
                         .weight_decay = c->weight_decay, .max_norm = c->max_grad_norm,
                         .scale_window = (double)c->loss_scale_window};
-    /* queued with the step (the host's value is copied at the call) */
-    DS_TRY(o->be->from_host(o->ctx, DS_F64, 1, &lr, ds_elem(o->scal, DS_F64, DS_OPT_LR)));
     /* one global norm: every group's squares added into one scalar */
     DS_TRY(o->be->zero(o->ctx, DS_F64, 1, ds_elem(o->scal, DS_F64, DS_OPT_SUMSQ)));
     for (int k = 0; k < o->groups; k++)

@@ -65,6 +65,12 @@ typedef struct {
  * on a non-finite norm and the loss scale are decided on the backend, from
  * backend memory; the host does not wait. */
 ds_status ds_optim_update(ds_optim *o, const ds_optim_bufs *b, int groups, double lr);
+/* ds_optim_update in its two halves: set_lr queues the copy of lr into the
+ * optimizer's scalars (scal[DS_OPT_LR]), apply queues the update reading it
+ * there. A captured step (CUDA Graph) holds apply only: the copy, from host
+ * memory the graph would read again at each replay, is queued before it. */
+ds_status ds_optim_set_lr(ds_optim *o, double lr);
+ds_status ds_optim_apply(ds_optim *o, const ds_optim_bufs *b, int groups);
 
 typedef struct {
     double grad_norm;     /* before clipping, unscaled */

@@ -56,6 +56,10 @@ expect_fail "loss scale word" "--loss-scale static: expected a number" "$bin" tr
 expect_fail "loss scale window 0" "--loss-scale-window 0: expected a (whole )?number in \[1," "$bin" train --synthetic --loss-scale-window 0
 expect_fail "cpu binding word" "--cpu-bind numa: expected none or gpu" "$bin" train --synthetic --cpu-bind numa
 expect_fail "bench cpu binding word" "--cpu-bind 1: expected none or gpu" "$bin" bench --cpu-bind 1
+expect_fail "graphs on the cpu" "--cuda-graphs captures GPU work: it needs --device cuda" "$bin" train --synthetic --cuda-graphs
+expect_fail "bench graphs on the cpu" "--cuda-graphs captures GPU work" "$bin" bench --cuda-graphs --steps 1
+expect_fail "graphs with layer ranges" "--profile layers times ranges inside the step" "$bin" bench --device cuda --cuda-graphs --profile layers
+expect_fail "graphs held 0" "--cuda-graphs-max 0: expected a (whole )?number in \[1," "$bin" train --synthetic --cuda-graphs-max 0
 expect_fail "window without dynamic" "--loss-scale-window applies to a dynamic scale" "$bin" train --synthetic --loss-scale-window 10
 expect_fail "no data" "pass --train FILE.h5" "$bin" train --model tiny
 # --device cuda where it cannot run: not built in, or built with no GPU here

@@ -94,6 +94,7 @@ cases=(
   "--tf32|$S|$S --tf32|off|on"
   "--rnn-algo|$S|$S --rnn-algo auto|standard|auto"
   "--cpu-bind|$S|$S --cpu-bind none|gpu|none"
+  "--cuda-graphs-max|$S|$S --cuda-graphs-max 4|32|4"
   "--batch|$S --batch 2|$S --batch 1|2|1"
   "--batch|$D --train eight.h5 --batch 2 --steps 3|$D --train eight.h5 --batch 1 --steps 3|2|1"
   "--steps|$S --steps 1|$S --steps 2|1|2"

@@ -6,7 +6,7 @@
 # "skipped: ..." and exits 77, which ctest reports as skipped.
 set(DSTRAIN_BACKEND_TESTS test_ops_rnn test_ops_conv_bn test_ops_dense test_ctc test_optim
     test_gradcheck_model test_checkpoint test_overfit test_step_alloc test_convert
-    test_batch_scalars)
+    test_batch_scalars test_step_graphs)
 
 function(backend_tests backend)
   foreach(name ${DSTRAIN_BACKEND_TESTS})
