@@ -21,7 +21,7 @@ SECOND_PARTS="env libs build precision sweep families kernels mini memcheck mult
 ALL_PARTS="env libs build tests timing peer f16 precision sweep families kernels mini memcheck multi"
 # multi: on one GPU (the usual lent machine) it records "not run" in a second;
 # on a machine with several, run --parts multi with its own budget
-declare -A CAP=([env]=15 [libs]=30 [build]=70 [tests]=100 [timing]=170 [peer]=90 [f16]=65
+declare -A CAP=([env]=15 [libs]=20 [build]=60 [tests]=100 [timing]=190 [peer]=90 [f16]=65
                 [precision]=75 [sweep]=70 [families]=60 [kernels]=60 [mini]=70 [memcheck]=50
                 [multi]=20)
 # the second profile's build is incremental when the first's build-gpu is there
@@ -72,8 +72,9 @@ there). Together with the working tree they stay under the tool's 64 MiB.
   timing    ${CAP[timing]} s  dstrain bench ds2, LibriSpeech-like lengths, batch 32,
             train: fp32, fp16 three times (its spread run to run), fp32
             --tf32; the paths off by default on, each beside the default
-            in the same call: --rnn-algo auto (fp32, fp16), --bucket-frames
-            32 (fp16), both (fp16); then fp32 and fp16 under --profile kernels (CUPTI:
+            in the same call: --cuda-graphs --bucket-frames 32 (fp16),
+            --rnn-algo auto (fp32, fp16), --bucket-frames 32 (fp16), both
+            (fp16), all three (fp32, fp16); then fp32 and fp16 under --profile kernels (CUPTI:
             launches and kernel time per step); bench/step-anatomy: per
             configuration the step time, the host's enqueue time, the main
             thread's CPU share, kernel time and launches, host- or
@@ -677,8 +678,11 @@ part_timing() {
   # the default above: on by default only once a run like this one shows
   # them correct (the tests part) and faster (ds2-anatomy.txt)
   local extra k=0
-  for extra in "--precision fp32,fp16 --rnn-algo auto" "--precision fp16 --bucket-frames 32" \
-               "--precision fp16 --rnn-algo auto --bucket-frames 32"; do
+  # graphs first: --cuda-graphs is the item this run has to decide
+  for extra in "--precision fp16 --cuda-graphs --bucket-frames 32" \
+               "--precision fp32,fp16 --rnn-algo auto" "--precision fp16 --bucket-frames 32" \
+               "--precision fp16 --rnn-algo auto --bucket-frames 32" \
+               "--precision fp32,fp16 --cuda-graphs --rnn-algo auto --bucket-frames 32"; do
     # shellcheck disable=SC2086
     timeout -k 10 "$(left)" "$build/dstrain" bench $TIMING_ARGS $extra --out "$work/ds2-timing-new$k.json" \
       >>"$work/timing.log" 2>&1 || fig+="bench $extra failed; "
@@ -714,7 +718,8 @@ PY
 }
 dry_part_timing() {
   fig="would run: dstrain bench $TIMING_ARGS --precision fp32,fp16,fp16,fp16 --out $(outf ds2-timing.json);"
-  fig+=" the same --precision fp32 --tf32; --rnn-algo auto (fp32,fp16), --bucket-frames 32 (fp16), both (fp16);"
+  fig+=" the same --precision fp32 --tf32; --cuda-graphs --bucket-frames 32 (fp16); --rnn-algo auto (fp32,fp16),"
+  fig+=" --bucket-frames 32 (fp16), both (fp16), all three (fp32,fp16);"
   fig+=" --profile kernels --precision fp32,fp16 --steps 3; bench/step-anatomy"
 }
 
