@@ -219,6 +219,23 @@ enum { DS_PARAMS, DS_GRADS, DS_BN_STATS };
 /* Output frames of the current batch, and per utterance. */
 int ds_model_batch_out_frames(const ds_model *m);
 const int *ds_model_out_lengths(const ds_model *m);     /* host [N] */
+
+/* Recurrent layer j (0-based) as the last pass ran it, to run it again
+ * alone (test_rnn_rerun): pointers into the model's backend memory, valid
+ * until its next pass; dy and dx once a backward has run. */
+typedef struct {
+    ds_rnn_desc desc;       /* as the layer was planned (the run's limits) */
+    int t, n;               /* the last batch's output frames and utterances */
+    const int *len_host;    /* [n] host: the layer's lengths */
+    const int *len;         /* [n] backend memory: the same */
+    const void *x;          /* [t][n][in] the layer's input, after its BatchNorm if any */
+    const void *y;          /* [t][n][hidden] its output */
+    const void *dy;         /* [t][n][hidden] the gradient at its output */
+    const void *dx;         /* [t][n][in] the gradient at its input (before that BatchNorm) */
+    int first_param;        /* its weights: ds_model_param first_param + d * DS_RNN_TENSORS + k,
+                             * tensor k (DS_RNN_W_IH ..) of direction d */
+} ds_model_rnn_layer;
+ds_status ds_model_rnn_io(ds_model *m, int j, ds_model_rnn_layer *out);
 /* Logits of the last forward as double: [T'][N][classes]. */
 ds_status ds_model_logits(ds_model *m, double *host);
 /* The best class of every output frame of the last forward, computed on the

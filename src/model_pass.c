@@ -458,6 +458,25 @@ static ds_status head_backward(ds_model *m)
     return DS_OK;
 }
 
+ds_status ds_model_rnn_io(ds_model *m, int j, ds_model_rnn_layer *out)
+{
+    if (j < 0 || j >= m->cfg.rnn_layers)
+        return DS_FAIL(DS_ERR_ARG, "recurrent layer %d of %d", j, m->cfg.rnn_layers);
+    const rnn_layer *r = &m->rnn[j];
+    const void *x;
+    void *dx;
+    rnn_input(m, j, &x, &dx);
+    *out = (ds_model_rnn_layer){
+        .desc = {m->cfg.cell, ds_m_rnn_dirs(m), r->in, m->cfg.hidden, m->t_max[m->cfg.n_conv],
+                 m->lim.batch},
+        .t = ds_model_batch_out_frames(m), .n = m->n, .len_host = ds_model_out_lengths(m),
+        .len = ds_m_len(m, m->cfg.n_conv),
+        .x = r->has_bn ? ds_m_act(m, r->z) : x, .y = ds_m_act(m, r->y),
+        .dy = ds_m_dact(m, r->dy), .dx = r->has_bn ? ds_m_dact(m, r->dz) : dx,
+        .first_param = r->first_w};
+    return DS_OK;
+}
+
 static ds_status rnn_backward(ds_model *m, int j)
 {
     const rnn_layer *r = &m->rnn[j];

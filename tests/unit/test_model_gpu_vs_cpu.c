@@ -84,53 +84,7 @@
 #include "testmodel.h"
 #include "testutil.h"
 
-typedef struct {
-    const char *name;
-    const char *json;
-    int wide_only;   /* compared in FP32 and FP64 only (see the case) */
-} mc_case;
-
-/* DeepSpeech2's layers in two models, a bidirectional LSTM with a hidden FC
- * and a unidirectional GRU with the lookahead conv and a hidden FC, both with
- * two conv layers (strided in time and frequency, so output lengths differ from
- * input lengths), BatchNorm everywhere, and CTC. Sizes are small enough for
- * the CPU reference to run in about a second, with hidden sizes that are not
- * multiples of 8 (no tensor-core-friendly shapes only). */
-static const mc_case cases[] = {
-    {"bi-lstm x2 + fc",
-     "{\"name\":\"mc-lstm\",\"n_features\":32,\"n_classes\":29,\"conv\":["
-     "{\"channels\":4,\"kernel_time\":5,\"kernel_freq\":7,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":2,\"pad_freq\":3},"
-     "{\"channels\":5,\"kernel_time\":3,\"kernel_freq\":5,\"stride_time\":1,\"stride_freq\":2,\"pad_time\":1,\"pad_freq\":2}],"
-     "\"rnn\":{\"type\":\"lstm\",\"hidden\":20,\"layers\":2,\"bidirectional\":true},"
-     "\"fc_hidden\":[24],\"bn_eps\":1e-5,\"bn_momentum\":0.1}", 0},
-    {"gru x2 uni + lookahead + fc",
-     "{\"name\":\"mc-gru\",\"n_features\":32,\"n_classes\":29,\"conv\":["
-     "{\"channels\":4,\"kernel_time\":5,\"kernel_freq\":7,\"stride_time\":2,\"stride_freq\":2,\"pad_time\":2,\"pad_freq\":3},"
-     "{\"channels\":3,\"kernel_time\":3,\"kernel_freq\":3,\"stride_time\":1,\"stride_freq\":1,\"pad_time\":1,\"pad_freq\":1}],"
-     "\"rnn\":{\"type\":\"gru\",\"hidden\":22,\"layers\":2,\"bidirectional\":false,\"lookahead\":3},"
-     "\"fc_hidden\":[18],\"bn_eps\":1e-5,\"bn_momentum\":0.1}", 0},
-    /* Jasper DR's graph: a prologue over every feature, dense residual
-     * blocks (one dilated), ReLU, dropout after every layer (both sides
-     * draw the same masks: one key), no RNN, an output FC with a bias.
-     * FP32 and FP64 only: in 16 bits even the CPU's own emulation is off
-     * FP64 by up to 0.11 (FP16) and 0.2 (BF16) in its conv gradients, past
-     * the 32u these tolerances allow DeepSpeech2's; with a BatchNorm before
-     * the output FC 0.004 (docs/precision.md: open) */
-    {"jasper dr, dropout",
-     "{\"name\":\"mc-jasper\",\"n_features\":32,\"n_classes\":29,\"dense_residual\":true,\"conv\":["
-     "{\"channels\":12,\"kernel_time\":5,\"kernel_freq\":32,\"stride_time\":2,\"pad_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1},"
-     "{\"channels\":12,\"kernel_time\":5,\"kernel_freq\":1,\"pad_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":1,\"repeat\":2},"
-     "{\"channels\":16,\"kernel_time\":3,\"kernel_freq\":1,\"pad_time\":2,\"dilation_time\":2,\"bias\":false,\"activation\":\"relu\",\"dropout\":0.1,\"block\":2,\"repeat\":2},"
-     "{\"channels\":20,\"kernel_time\":1,\"kernel_freq\":1,\"bias\":false,\"activation\":\"relu\"}],"
-     "\"output\":{\"batch_norm\":false,\"bias\":true},\"bn_eps\":1e-3,\"bn_momentum\":0.1}",
-     1},
-    /* DS1's graph: context windows, FC layers with dropout before a
-     * unidirectional LSTM, an output FC with a bias */
-    {"ds1, dropout",
-     "{\"name\":\"mc-ds1\",\"n_features\":32,\"n_classes\":29,\"context\":2,\"fc_pre\":[24,20],"
-     "\"dropout\":0.1,\"rnn\":{\"type\":\"lstm\",\"hidden\":20,\"layers\":1,\"bidirectional\":false},"
-     "\"fc_hidden\":[18],\"output\":{\"batch_norm\":false,\"bias\":true}}", 0},
-};
+#include "model_cases.inc"
 
 enum { N_UTT = 5, FRAMES = 96, STEPS = 20 };
 #define LR 1e-3   /* fixed (constant schedule): large enough that the steps move the weights */
