@@ -32,13 +32,50 @@
  * BF16 RNN data) on compute capability 8.0 or later: rnn_plan refuses them
  * otherwise, saying so.
  *
+ * The capturable path (ds_ctx_opts.capturable, --cuda-graphs; "uniform" in
+ * the code). A step is captured as a CUDA Graph once per batch shape (n
+ * utterances x t padded frames) and replayed for later batches of that
+ * shape with other lengths; cuDNN takes the lengths from the host when the
+ * data descriptor is set (cudnnSetRNNDataDescriptor), so a captured call of
+ * the path above would replay the captured batch's lengths. Instead every
+ * utterance runs all t frames, the lengths cuDNN gets (host, and device in
+ * work) are t for all, and the real lengths are read only by our kernels,
+ * from the device array len; the host lengths are not read at all. Each
+ * direction is its own call on one UNIDIRECTIONAL descriptor (both
+ * directions have the same shapes: one descriptor, one algorithm choice,
+ * two weight spaces):
+ *  - forward direction: x as given; the frames past an utterance's end come
+ *    after its real ones, so they reach no real output;
+ *  - reverse direction: the forward recurrence over xr, the x of each
+ *    utterance reversed within its real frames (xr[s][i] = x[L-1-s][i] for
+ *    s < L, 0 past it; L = len[i] clamped to [0, t]), its output reversed
+ *    back the same way: y[s][i] = y_f[s][i] + y_r[L-1-s][i] (widened, added
+ *    in that order, rounded once), 0 at s >= L;
+ *  - backward: dy masked to 0 at s >= L (cuDNN's backward would otherwise
+ *    carry it back into real frames through the recurrence) and reversed
+ *    for the reverse direction; dx = dx_f + dx_r reversed back, 0 at
+ *    padding; both directions' weight gradients added (WGRAD_MODE_ADD).
+ *    An utterance of length 0 has every dy 0, so it adds exactly 0 to dw.
+ * Layout (rnn_uni_sizes): the span is direction 0's unidirectional weight
+ * space, then direction 1's from the next 256-byte boundary (offsets read
+ * once from the unidirectional descriptor, checked against PyTorch's gate
+ * stacking as above); the reserve holds each direction's cuDNN reserve, y_f,
+ * y_r and xr (backward needs them); the work holds cuDNN's work (the calls
+ * run one after another and share it), the lengths, dy_f, dy_r and dx_r.
+ * Launches per call: forward 2 kernels + 1 cuDNN call per direction,
+ * backward 2 kernels + 2 per direction. Padding frames are computed (from
+ * whatever x holds there in the forward direction, from zeros in the
+ * reverse one) and then discarded; in backward their gradients are exactly
+ * 0 while every value there stays finite.
+ *
  * Algorithm (--rnn-algo, ds_ctx_opts.rnn_algo): standard runs
  * CUDNN_RNN_ALGO_STANDARD, a few kernels per time step and direction, each
  * queued by the host; persist runs CUDNN_RNN_ALGO_PERSIST_STATIC, whose
  * kernel keeps the recurrent weights on chip and walks the time steps in
  * one launch; auto times both at the plan's largest shape and keeps the
  * faster (ties: standard). A candidate is tried first on lengths that
- * differ (as a batch's do): one cuDNN refuses for this cell, size, type or
+ * differ (as a batch's do; uniform: all max_t, as its calls run, on one
+ * direction): one cuDNN refuses for this cell, size, type or
  * GPU is dropped, saying why (persist then runs standard: FP64 has no
  * persistent kernel, and a verification run must still run). The
  * work and reserve cover every candidate that ran, so that the choice of
@@ -81,6 +118,19 @@ struct ds_rnn_plan {
     cudnnDataType_t dt;                  /* the table's data type: which T the plan was made for */
     double zero;                         /* paddingFill of the data descriptors: all bytes
                                           * 0, which is 0 read as any of the four types */
+    /* The capturable path (ds_ctx_opts.capturable; "uniform" below): one
+     * unidirectional cuDNN call per direction over the padded length. */
+    int uniform;
+    int cdirs;                           /* directions of the cuDNN descriptor: dirs, or 1
+                                          * when uniform */
+    size_t dir_at;                       /* uniform: elements of the span before direction
+                                          * 1's weight space (256-byte units) */
+    size_t res_at[2], y_at[2], xr_at;    /* uniform, elements of T into the reserve: each
+                                          * direction's cuDNN reserve and its output
+                                          * [t][n][hidden], the reversed x [t][n][in] */
+    size_t dy_at[2], dxr_at;             /* uniform, elements of T into the work: the masked
+                                          * and the reversed dy [t][n][hidden], the reverse
+                                          * direction's dx [t][n][in] */
 };
 
 /* The host zero that pads cuDNN's outputs (paddingFill, read as the data
@@ -152,6 +202,68 @@ static __global__ void rnn_clamp_lengths(int n, int t, const int *len, int *out)
     }
 }
 
+/* ---- the capturable path's kernels: every utterance runs the padded t
+ * frames; len [n] (device) says which are real. L = len[i] clamped to
+ * [0, t]: the real frames of utterance i (a length past t has all t real,
+ * one of 0 or less none, as the mask of the other path reads them). ---- */
+
+static __device__ __forceinline__ int rnn_real(const int *len, int i, int t)
+{
+    const int l = len[i];
+    return l < 0 ? 0 : l > t ? t : l;
+}
+
+/* One pass over src [t][n][w] for the cuDNN calls that follow it:
+ * fwd [t][n][w] (NULL: not written) = src, 0 at s >= L; rev [t][n][w]
+ * (NULL: not written) = src reversed within each utterance, rev[s][i][:] =
+ * src[L-1-s][i][:] for s < L and 0 past it (the reverse direction's real
+ * frames first, so its padding comes after them and reaches no real
+ * output); lens [n] = t, the uniform lengths cuDNN reads on the device.
+ * total = t*n*w >= n elements (w = 1, src NULL: only the lengths). */
+template <typename T>
+__global__ void rnn_uni_split(size_t total, int t, int n, int w, const int *len, const T *src,
+                              T *fwd, T *rev, int *lens)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
+         e += (size_t)gridDim.x * blockDim.x) {
+        if (e < (size_t)n)
+            lens[e] = t;
+        if (!src)
+            continue;
+        const size_t row = e / w;                 /* s*n + i */
+        const size_t j = e - row * w;
+        const int s = (int)(row / n), i = (int)(row % n), L = rnn_real(len, i, t);
+        if (fwd)
+            fwd[e] = s < L ? src[e] : ds_round<T>(0);
+        if (rev)
+            rev[e] = s < L ? src[((size_t)(L - 1 - s) * n + i) * w + j] : ds_round<T>(0);
+    }
+}
+
+/* out[s][i][:] = a[s][i][:] + b[L-1-s][i][:] for s < L (dirs 2: widened,
+ * forward + reverse in that order, rounded once; one direction: a), 0 past
+ * L. a, out [t][n][w] (the same tensor for dx, read and written in place
+ * per element), b [t][n][w] (the reverse direction's output, unread for one
+ * direction). Forward: y from both directions' outputs; backward: dx. */
+template <typename T>
+__global__ void rnn_uni_merge(size_t total, int t, int n, int w, int dirs, const int *len,
+                              const T *a, const T *b, T *out)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = e / w;
+        const size_t j = e - row * w;
+        const int s = (int)(row / n), i = (int)(row % n), L = rnn_real(len, i, t);
+        ds_math_t<T> v = 0;
+        if (s < L) {
+            v = ds_wide(a[e]);
+            if (dirs == 2)
+                v += ds_wide(b[((size_t)(L - 1 - s) * n + i) * w + j]);
+        }
+        out[e] = ds_round<T>(v);
+    }
+}
+
 /* ---- plan ---- */
 
 static const char *rnn_cell_name(ds_cell c)
@@ -192,7 +304,7 @@ template <typename T> static ds_status rnn_set_algo(ds_ctx *c, ds_rnn_plan *p, c
     const ds_rnn_desc *d = &p->d;
     DS_CUDNN(cudnnSetRNNDescriptor_v8(
         p->rnn, a, rnn_mode(d->cell), CUDNN_RNN_DOUBLE_BIAS,
-        d->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+        p->cdirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
         ds_dtype_traits<T>::cudnn, ds_dtype_traits<T>::cudnn_compute, ds_cudnn_math<T>(c), d->in,
         d->hidden, d->hidden /* no projection */, 1, p->drop, CUDNN_RNN_PADDED_IO_ENABLED));
     p->algo = a;
@@ -212,6 +324,23 @@ template <typename T> static ds_status rnn_describe(ds_ctx *c, ds_rnn_plan *p)
      * (as PyTorch's set_no_dropout does). */
     DS_CUDNN(cudnnSetDropoutDescriptor(p->drop, c->dnn, 0.0f, nullptr, 0, 0));
     return rnn_set_algo<T>(c, p, CUDNN_RNN_ALGO_STANDARD);
+}
+
+/* The data descriptors for t frames x n utterances with the lengths in
+ * p->lens (host [n]), and the state descriptors [cdirs][n][hidden]. */
+template <typename T> static ds_status rnn_describe_data(ds_rnn_plan *p, int t, int n)
+{
+    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
+    const ds_rnn_desc *d = &p->d;
+    void *fill = rnn_fill(p);
+    DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
+                                       d->in, p->lens, fill));
+    DS_CUDNN(cudnnSetRNNDataDescriptor(p->yd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
+                                       p->cdirs * d->hidden, p->lens, fill));
+    const int dim[3] = {p->cdirs, n, d->hidden}, str[3] = {n * d->hidden, d->hidden, 1};
+    DS_CUDNN(cudnnSetTensorNdDescriptor(p->hd, dt, 3, dim, str));
+    DS_CUDNN(cudnnSetTensorNdDescriptor(p->cd, dt, 3, dim, str));
+    return DS_OK;
 }
 
 /* *ok: whether tensor descriptor m holds a row-major [rows][cols] matrix of
@@ -343,15 +472,19 @@ static ds_status rnn_scratch(size_t bytes, void **ws, cudnnTensorDescriptor_t *m
 }
 
 /* The span's offsets: cuDNN reports addresses inside a weight space, so a
- * temporary one is allocated here (start-up only) and freed before returning. */
+ * temporary one is allocated here (start-up only) and freed before returning.
+ * Uniform: the unidirectional descriptor's one direction, read once; the
+ * reverse direction's space is the same layout dir_at elements further. */
 template <typename T> static ds_status rnn_offsets(ds_ctx *c, const ds_rnn_plan *p,
                                                    ds_rnn_layout *lay)
 {
     void *ws = nullptr;
     cudnnTensorDescriptor_t md = nullptr, bd = nullptr;
     ds_status st = rnn_scratch(p->weight_bytes, &ws, &md, &bd);
-    for (int dir = 0; st == DS_OK && dir < p->d.dirs; dir++)
+    for (int dir = 0; st == DS_OK && dir < p->cdirs; dir++)
         st = rnn_direction<T>(c, p, (const char *)ws, dir, md, bd, lay->offset[dir]);
+    for (int k = 0; st == DS_OK && p->uniform && p->d.dirs == 2 && k < DS_RNN_TENSORS; k++)
+        lay->offset[1][k] = lay->offset[0][k] + p->dir_at;
     if (bd)
         (void)cudnnDestroyTensorDescriptor(bd);
     if (md)
@@ -403,7 +536,7 @@ template <typename T> static ds_status rnn_trial_alloc(const ds_rnn_plan *p, siz
 {
     const ds_rnn_desc *d = &p->d;
     const size_t nx = rnn_round((size_t)d->max_t * d->max_n * d->in * sizeof(T));
-    const size_t ny = rnn_round((size_t)d->max_t * d->max_n * d->dirs * d->hidden * sizeof(T));
+    const size_t ny = rnn_round((size_t)d->max_t * d->max_n * p->cdirs * d->hidden * sizeof(T));
     const size_t nw = rnn_round(p->weight_bytes), nr = rnn_round(reserve), nk = rnn_round(work);
     const size_t nl = rnn_round((size_t)d->max_n * sizeof(int));
     const size_t total = 2 * nx + 2 * ny + 2 * nw + nr + nk + nl;
@@ -486,12 +619,13 @@ static ds_status rnn_trial_time(ds_ctx *c, ds_rnn_plan *p, const rnn_trial *tr, 
     return st;
 }
 
-/* Lengths that differ, as a batch's do: max_t, then shorter ones (at least 1). */
+/* Lengths that differ, as a batch's do: max_t, then shorter ones (at least
+ * 1). Uniform: max_t for all, as every call of that path runs. */
 static void rnn_trial_lengths(ds_rnn_plan *p)
 {
     const ds_rnn_desc *d = &p->d;
     for (int i = 0; i < d->max_n; i++) {
-        const int step = d->max_t / 8 > 0 ? d->max_t / 8 : 1;
+        const int step = p->uniform ? 0 : d->max_t / 8 > 0 ? d->max_t / 8 : 1;
         const int l = d->max_t - (i % 4) * step;
         p->lens[i] = l < 1 ? 1 : l;
     }
@@ -514,15 +648,8 @@ template <typename T> static ds_status rnn_choose(ds_ctx *c, ds_rnn_plan *p, cha
         return rnn_set_algo<T>(c, p, CUDNN_RNN_ALGO_STANDARD);
     }
     const ds_rnn_desc *d = &p->d;
-    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     rnn_trial_lengths(p);
-    DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, d->max_t,
-                                       d->max_n, d->in, p->lens, rnn_fill(p)));
-    DS_CUDNN(cudnnSetRNNDataDescriptor(p->yd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, d->max_t,
-                                       d->max_n, d->dirs * d->hidden, p->lens, rnn_fill(p)));
-    const int dim[3] = {d->dirs, d->max_n, d->hidden}, str[3] = {d->max_n * d->hidden, d->hidden, 1};
-    DS_CUDNN(cudnnSetTensorNdDescriptor(p->hd, dt, 3, dim, str));
-    DS_CUDNN(cudnnSetTensorNdDescriptor(p->cd, dt, 3, dim, str));
+    DS_TRY(rnn_describe_data<T>(p, d->max_t, d->max_n));
     /* every candidate's spaces, for one set of buffers that fits them all */
     size_t work = 0, reserve = 0, wb = 0;
     cudnnStatus_t ok[2];
@@ -578,6 +705,45 @@ template <typename T> static ds_status rnn_choose(ds_ctx *c, ds_rnn_plan *p, cha
     return rnn_set_algo<T>(c, p, p->ran[best]);
 }
 
+/* The next region of a buffer: its start in elements of es bytes, *at (bytes
+ * so far) moved past it in whole 256-byte units. */
+static size_t rnn_take(size_t *at, size_t bytes, size_t es)
+{
+    const size_t first = *at / es;
+    *at += rnn_round(bytes);
+    return first;
+}
+
+/* The uniform path's layout from cuDNN's sizes for one direction (weight,
+ * work and reserve bytes of the unidirectional descriptor), elements of es
+ * bytes; a second direction's regions are empty for one direction:
+ *   span:    [direction 0's weight space, 256-byte units][direction 1's]
+ *   reserve: [cuDNN reserve 0][cuDNN reserve 1][y_f][y_r [t][n][hidden]]
+ *            [xr [t][n][in]]                (each region in 256-byte units)
+ *   work:    [cuDNN work, both calls'][lengths int32 [max_n]][dy_f][dy_r
+ *            [t][n][hidden]][dx_r [t][n][in]] */
+static void rnn_uni_sizes(ds_rnn_plan *p, size_t es, ds_rnn_layout *lay)
+{
+    const ds_rnn_desc *d = &p->d;
+    const size_t two = d->dirs == 2, tn = (size_t)d->max_t * d->max_n;
+    const size_t ny = tn * d->hidden * es, nx = tn * d->in * es;
+    size_t r = 0, k = 0;
+    p->res_at[0] = rnn_take(&r, p->reserve_bytes, es);
+    p->res_at[1] = rnn_take(&r, two * p->reserve_bytes, es);
+    p->y_at[0] = rnn_take(&r, ny, es);
+    p->y_at[1] = rnn_take(&r, two * ny, es);
+    p->xr_at = rnn_take(&r, two * nx, es);
+    (void)rnn_take(&k, p->work_bytes, es);
+    p->work_len = rnn_take(&k, (size_t)d->max_n * sizeof(int), es);
+    p->dy_at[0] = rnn_take(&k, ny, es);
+    p->dy_at[1] = rnn_take(&k, two * ny, es);
+    p->dxr_at = rnn_take(&k, two * nx, es);
+    p->dir_at = rnn_round(p->weight_bytes) / es;
+    lay->span = two * p->dir_at + p->weight_bytes / es;
+    lay->reserve = r / es;
+    lay->work = k / es;
+}
+
 /* Weight space, and work and reserve for max_t x max_n (every length max_t)
  * under every candidate that ran (the largest of each), the descriptor left
  * on the chosen one. */
@@ -609,6 +775,10 @@ template <typename T> static ds_status rnn_sizes(ds_ctx *c, ds_rnn_plan *p, ds_r
     if (p->weight_bytes == 0 || p->weight_bytes % sizeof(T))
         return DS_FAIL(DS_ERR_BACKEND, "rnn plan: cuDNN's weight space of %zu bytes is not a "
                        "whole number of %zu-byte elements", p->weight_bytes, sizeof(T));
+    if (p->uniform) {
+        rnn_uni_sizes(p, sizeof(T), lay);
+        return DS_OK;
+    }
     const size_t cat = (size_t)d->max_t * d->max_n * d->dirs * d->hidden;
     p->reserve_cat = rnn_round(p->reserve_bytes) / sizeof(T);
     p->work_cat = rnn_round(p->work_bytes) / sizeof(T);
@@ -698,6 +868,8 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     p->d = *d;
     p->dt = ds_dtype_traits<T>::cudnn;
     p->gates = ds_backend_cell_gates(d->cell);
+    p->uniform = c->opts.capturable != 0;
+    p->cdirs = p->uniform ? 1 : d->dirs;
     p->lens = (int *)calloc((size_t)d->max_n, sizeof(int));
     ds_rnn_layout lay = {};   /* offset[1][*] stays 0 for one direction */
     ds_status st = p->lens ? DS_OK : DS_FAIL(DS_ERR_MEM, "rnn plan: %d lengths", d->max_n);
@@ -740,27 +912,20 @@ struct rnn_call {
 /* Set the data and state descriptors for t x n and len_host, check that
  * cuDNN's spaces fit the planned ones, and give cuDNN device lengths that
  * agree with the host ones (clamped into work when some needed it).
- * len [n] device, len_host [n] host, work [layout.work]. */
+ * Uniform: every length t (len_host unread), the device copy at the same
+ * place in work. len [n] device, len_host [n] host, work [layout.work]. */
 template <typename T>
 static ds_status rnn_setup(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_host,
                            const int *len, void *work, rnn_call *call)
 {
-    const cudnnDataType_t dt = ds_dtype_traits<T>::cudnn;
     const ds_rnn_desc *d = &p->d;
     bool clamped = false;
-    for (int i = 0; i < n; i++) {
-        const int l = len_host[i], k = l < 1 ? 1 : l > t ? t : l;
+    for (int i = 0; i < n; i++) {   /* uniform: len_host is not read */
+        const int l = p->uniform ? t : len_host[i], k = l < 1 ? 1 : l > t ? t : l;
         clamped |= k != l;
         p->lens[i] = k;
     }
-    void *fill = rnn_fill(p);
-    DS_CUDNN(cudnnSetRNNDataDescriptor(p->xd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
-                                       d->in, p->lens, fill));
-    DS_CUDNN(cudnnSetRNNDataDescriptor(p->yd, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, n,
-                                       d->dirs * d->hidden, p->lens, fill));
-    const int dim[3] = {d->dirs, n, d->hidden}, str[3] = {n * d->hidden, d->hidden, 1};
-    DS_CUDNN(cudnnSetTensorNdDescriptor(p->hd, dt, 3, dim, str));
-    DS_CUDNN(cudnnSetTensorNdDescriptor(p->cd, dt, 3, dim, str));
+    DS_TRY(rnn_describe_data<T>(p, t, n));
     DS_CUDNN(cudnnGetRNNTempSpaceSizes(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, p->xd,
                                        &call->work_bytes, &call->reserve_bytes));
     if (call->work_bytes > p->work_bytes || call->reserve_bytes > p->reserve_bytes)
@@ -770,18 +935,97 @@ static ds_status rnn_setup(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *l
                        call->work_bytes, call->reserve_bytes, t, n, p->work_bytes,
                        p->reserve_bytes, d->max_t, d->max_n);
     call->dev_len = len;
-    if (clamped) {
+    if (clamped || p->uniform) {   /* uniform: t for every utterance, written there by the
+                                    * call's first kernel (rnn_uni_split) */
         int *out = (int *)((T *)work + p->work_len);
-        rnn_clamp_lengths<<<ds_cuda_grid(c, (size_t)n), DS_CUDA_BLOCK, 0, c->stream>>>(n, t, len,
-                                                                                      out);
-        DS_LAUNCHED();
+        if (clamped) {
+            rnn_clamp_lengths<<<ds_cuda_grid(c, (size_t)n), DS_CUDA_BLOCK, 0, c->stream>>>(
+                n, t, len, out);
+            DS_LAUNCHED();
+        }
         call->dev_len = out;
     }
     return DS_OK;
 }
 
+/* Grid-stride launch sizes for a [t][n][w] tensor. */
+static size_t rnn_elems(int t, int n, int w) { return (size_t)t * n * w; }
+
+/* The uniform forward (rnn_setup done): the reverse direction's input
+ * built, each direction one cuDNN call over all t frames, their outputs
+ * summed. len [n] device; x [t][n][in], w [span], y [t][n][hidden], reserve
+ * [layout.reserve], work [layout.work]. */
+template <typename T>
+static ds_status rnn_uni_fwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len,
+                             const T *x, const T *w, T *y, T *reserve, T *work,
+                             const rnn_call *call)
+{
+    const int D = p->d.dirs, in = p->d.in, H = p->d.hidden;
+    int *lens = (int *)(work + p->work_len);   /* = call->dev_len: [n] of t */
+    T *xr = reserve + p->xr_at;                /* [t][n][in], kept for backward's weights */
+    /* two directions: xr and the lengths; one: the lengths only (w 1, no source) */
+    const bool two = D == 2;
+    const size_t nx = two ? rnn_elems(t, n, in) : (size_t)n;
+    rnn_uni_split<T><<<ds_cuda_grid(c, nx), DS_CUDA_BLOCK, 0, c->stream>>>(
+        nx, t, n, two ? in : 1, len, two ? x : nullptr, nullptr, two ? xr : nullptr, lens);
+    DS_LAUNCHED();
+    for (int dir = 0; dir < D; dir++)
+        DS_CUDNN(cudnnRNNForward(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, call->dev_len, p->xd,
+                                 dir ? xr : x, p->yd, reserve + p->y_at[dir], p->hd, nullptr,
+                                 nullptr, p->cd, nullptr, nullptr, p->weight_bytes,
+                                 w + dir * p->dir_at, call->work_bytes, work,
+                                 call->reserve_bytes, reserve + p->res_at[dir]));
+    const size_t ny = rnn_elems(t, n, H);
+    rnn_uni_merge<T><<<ds_cuda_grid(c, ny), DS_CUDA_BLOCK, 0, c->stream>>>(
+        ny, t, n, H, D, len, reserve + p->y_at[0], reserve + p->y_at[1], y);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
+/* The uniform backward (rnn_setup done): dy masked (and reversed for the
+ * reverse direction), each direction's data then weight gradient over all
+ * t frames, dx = both directions' (the reverse one's reversed back), zero at
+ * padding. len [n] device; x [t][n][in], w, dw [span], dy [t][n][hidden], dx
+ * [t][n][in], reserve [layout.reserve] (forward's), work [layout.work]. */
+template <typename T>
+static ds_status rnn_uni_bwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len,
+                             const T *x, const T *w, const T *dy, T *dx, T *dw, T *reserve,
+                             T *work, const rnn_call *call)
+{
+    const int D = p->d.dirs, in = p->d.in, H = p->d.hidden;
+    int *lens = (int *)(work + p->work_len);   /* = call->dev_len: [n] of t */
+    T *dyd[2] = {work + p->dy_at[0], work + p->dy_at[1]};   /* [t][n][hidden] each */
+    T *dxd[2] = {dx, work + p->dxr_at};                     /* [t][n][in] each */
+    const T *xd[2] = {x, reserve + p->xr_at};               /* [t][n][in] each */
+    const size_t ny = rnn_elems(t, n, H), nx = rnn_elems(t, n, in);
+    /* dy past the real frames must be 0 before cuDNN's backward: the
+     * recurrence would carry it back into real frames */
+    rnn_uni_split<T><<<ds_cuda_grid(c, ny), DS_CUDA_BLOCK, 0, c->stream>>>(
+        ny, t, n, H, len, dy, dyd[0], D == 2 ? dyd[1] : nullptr, lens);
+    DS_LAUNCHED();
+    for (int dir = 0; dir < D; dir++) {
+        const T *wd = w + dir * p->dir_at, *yd = reserve + p->y_at[dir];
+        T *res = reserve + p->res_at[dir];
+        /* data first: it leaves in the reserve what the weight gradient reads */
+        DS_CUDNN(cudnnRNNBackwardData_v8(c->dnn, p->rnn, call->dev_len, p->yd, yd, dyd[dir],
+                                         p->xd, dxd[dir], p->hd, nullptr, nullptr, nullptr,
+                                         p->cd, nullptr, nullptr, nullptr, p->weight_bytes, wd,
+                                         call->work_bytes, work, call->reserve_bytes, res));
+        DS_CUDNN(cudnnRNNBackwardWeights_v8(c->dnn, p->rnn, CUDNN_WGRAD_MODE_ADD, call->dev_len,
+                                            p->xd, xd[dir], p->hd, nullptr, p->yd, yd,
+                                            p->weight_bytes, dw + dir * p->dir_at,
+                                            call->work_bytes, work, call->reserve_bytes, res));
+    }
+    rnn_uni_merge<T><<<ds_cuda_grid(c, nx), DS_CUDA_BLOCK, 0, c->stream>>>(
+        nx, t, n, in, D, len, dx, dxd[1], dx);
+    DS_LAUNCHED();
+    return DS_OK;
+}
+
 /* x [t][n][in], w [span], y [t][n][hidden] (assigned), reserve [layout.reserve],
- * work [layout.work]; len_host [n] host, len [n] device. */
+ * work [layout.work]; len_host [n] host, len [n] device. Under capturable
+ * (uniform) len_host is not read: a replayed graph runs on the lengths in
+ * len, whatever batch the host lengths of its capture were. */
 template <typename T>
 ds_status cuda_rnn_fwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_host,
                        const int *len, const void *x, const void *w, void *y, void *reserve,
@@ -792,6 +1036,9 @@ ds_status cuda_rnn_fwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_h
         return DS_OK;
     rnn_call call;
     DS_TRY(rnn_setup<T>(c, p, t, n, len_host, len, work, &call));
+    if (p->uniform)
+        return rnn_uni_fwd<T>(c, p, t, n, len, (const T *)x, (const T *)w, (T *)y, (T *)reserve,
+                              (T *)work, &call);
     T *ycat = (T *)reserve + p->reserve_cat;   /* [t][n][dirs*hidden] */
     DS_CUDNN(cudnnRNNForward(c->dnn, p->rnn, CUDNN_FWD_MODE_TRAINING, call.dev_len, p->xd, x,
                              p->yd, ycat, p->hd, nullptr, nullptr, p->cd, nullptr, nullptr,
@@ -805,7 +1052,8 @@ ds_status cuda_rnn_fwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_h
 }
 
 /* After cuda_rnn_fwd on the same x, w, reserve and lengths. dy [t][n][hidden]
- * (padding ignored), dx [t][n][in] assigned, dw [span] accumulates. */
+ * (padding ignored), dx [t][n][in] assigned, dw [span] accumulates. Under
+ * capturable (uniform) len_host is not read, as in forward. */
 template <typename T>
 ds_status cuda_rnn_bwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_host,
                        const int *len, const void *x, const void *w, const void *dy, void *dx,
@@ -816,6 +1064,9 @@ ds_status cuda_rnn_bwd(ds_ctx *c, ds_rnn_plan *p, int t, int n, const int *len_h
         return DS_OK;
     rnn_call call;
     DS_TRY(rnn_setup<T>(c, p, t, n, len_host, len, work, &call));
+    if (p->uniform)
+        return rnn_uni_bwd<T>(c, p, t, n, len, (const T *)x, (const T *)w, (const T *)dy,
+                              (T *)dx, (T *)dw, (T *)reserve, (T *)work, &call);
     const int H = p->d.hidden, D = p->d.dirs;
     T *ycat = (T *)reserve + p->reserve_cat;   /* [t][n][dirs*hidden], from forward */
     T *dycat = (T *)work + p->work_cat;        /* [t][n][dirs*hidden] */
@@ -854,8 +1105,9 @@ static void rnn_choice_of(const ds_rnn_plan *p, ds_choice *out)
 {
     const ds_rnn_desc *d = &p->d;
     *out = ds_choice{};
-    snprintf(out->what, sizeof out->what, "rnn %s %s in%d h%d x%d t%d n%d", rnn_cell_name(d->cell),
-             rnn_dt_name(p->dt), d->in, d->hidden, d->dirs, d->max_t, d->max_n);
+    snprintf(out->what, sizeof out->what, "rnn %s %s in%d h%d x%d t%d n%d%s", rnn_cell_name(d->cell),
+             rnn_dt_name(p->dt), d->in, d->hidden, d->dirs, d->max_t, d->max_n,
+             p->uniform ? " capturable" : "");
     size_t used = (size_t)snprintf(out->how, sizeof out->how, "%s", rnn_algo_name(p->algo));
     int timed = 0;
     for (int k = 0; k < p->n_ran && used < sizeof out->how; k++)

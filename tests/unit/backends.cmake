@@ -42,4 +42,18 @@ if(DSTRAIN_HAVE_CUDA)
     set_tests_properties(test_ops_rnn_cuda_${algo} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                          LABELS cuda ENVIRONMENT "OPENBLAS_NUM_THREADS=1;DSTRAIN_TEST_RNN_ALGO=${algo}")
   endforeach()
+  # the capturable path (--cuda-graphs: one unidirectional call per direction
+  # over the padded length, the lengths read on the device only) under the
+  # standard and the persistent kernels, held to the same bounds, and its
+  # calls captured once and replayed on other lengths
+  foreach(algo standard persist)
+    set(name test_ops_rnn_cuda_capturable)
+    if(NOT algo STREQUAL "standard")
+      string(APPEND name _${algo})
+    endif()
+    add_test(NAME ${name} COMMAND test_ops_rnn cuda)
+    set_tests_properties(${name} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS cuda
+                         ENVIRONMENT
+                         "OPENBLAS_NUM_THREADS=1;DSTRAIN_TEST_RNN_ALGO=${algo};DSTRAIN_TEST_RNN_CAPTURABLE=1")
+  endforeach()
 endif()

@@ -22,7 +22,14 @@
  *        auto, persist: --rnn-algo) sets the context's recurrent algorithm,
  *        so every check above holds the persistent kernels to the standard
  *        one's bounds; with persist, each FP32 plan must run PERSIST_STATIC
- *        (FP64 has no persistent kernel: it runs standard). */
+ *        (FP64 has no persistent kernel: it runs standard).
+ *        DSTRAIN_TEST_RNN_CAPTURABLE=1 sets the context's capturable option
+ *        (--cuda-graphs): every check above holds the capturable path to the
+ *        same bounds; on a backend that captures (capture_begin) each call is
+ *        also given host lengths of t for every utterance, which that path
+ *        must not read, and each case's forward and backward are captured
+ *        once with other lengths and replayed on the case's own: y, dx and dw
+ *        as the direct calls gave. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,6 +68,7 @@ static const len_set SETS[] = {
 
 static const ds_backend *be;
 static ds_ctx *ctx;
+static int capturable;   /* DSTRAIN_TEST_RNN_CAPTURABLE, on a backend that captures */
 
 /* Device buffers are sized one past the limits, so a backend that wrongly
  * accepts a call beyond them does not write out of bounds. */
@@ -217,9 +225,22 @@ static void fix_free(fix *f)
 
 /* ---- the passes ---- */
 
-/* Uploads x, the span (NaN in its gaps) and the lengths; poisons y, the
- * reserve and the workspace; runs the forward pass. */
-static ds_status fwd_poisoned(fix *f, dev *v, int poison)
+/* The host lengths of a call: the case's; under capturable, which must
+ * not read them (a replayed graph keeps the captured batch's), t for every
+ * utterance. */
+static const int *host_lengths(const fix *f)
+{
+    static int full[MAX_N];
+    if (!capturable)
+        return f->s.len;
+    for (int i = 0; i < f->s.n; i++)
+        full[i] = f->s.t;
+    return full;
+}
+
+/* Uploads x, the span (NaN in its gaps) and the lengths; poisons y and,
+ * when poison, the reserve and the workspace. */
+static ds_status fwd_inputs(fix *f, dev *v, int poison)
 {
     double *span = malloc(v->lay.span * sizeof *span);
     if (!span)
@@ -242,8 +263,20 @@ static ds_status fwd_poisoned(fix *f, dev *v, int poison)
         DS_TRY(fill(v, v->reserve, v->lay.reserve, NAN));
         DS_TRY(fill(v, v->work, v->lay.work, NAN));
     }
-    return v->op->rnn_fwd(ctx, v->plan, f->s.t, f->s.n, f->s.len, v->len, v->x, v->w, v->y,
-                          v->reserve, v->work);
+    return DS_OK;
+}
+
+static ds_status fwd_call(fix *f, dev *v)
+{
+    return v->op->rnn_fwd(ctx, v->plan, f->s.t, f->s.n, host_lengths(f), v->len, v->x, v->w,
+                          v->y, v->reserve, v->work);
+}
+
+/* fwd_inputs, then the forward pass. */
+static ds_status fwd_poisoned(fix *f, dev *v, int poison)
+{
+    DS_TRY(fwd_inputs(f, v, poison));
+    return fwd_call(f, v);
 }
 
 /* The forward with its reserve and workspace poisoned (NaN) first. */
@@ -252,17 +285,28 @@ static ds_status fwd(fix *f, dev *v)
     return fwd_poisoned(f, v, 1);
 }
 
-/* After fwd: dy = r, dx poisoned, dw pre-filled with dw0 everywhere (gaps
- * included) unless keep_dw, workspace poisoned; runs the backward pass. */
-static ds_status bwd(fix *f, dev *v, const double *r, double dw0, int keep_dw)
+/* dy = r, dx poisoned, dw pre-filled with dw0 everywhere (gaps included)
+ * unless keep_dw, workspace poisoned. */
+static ds_status bwd_inputs(fix *f, dev *v, const double *r, double dw0, int keep_dw)
 {
     DS_TRY(t_put_real(be, ctx, v->dt, f->ny, r, v->dy));
     DS_TRY(fill(v, v->dx, f->nx, NAN));
     if (!keep_dw)
         DS_TRY(fill(v, v->dw, v->lay.span, dw0));
-    DS_TRY(fill(v, v->work, v->lay.work, NAN));
-    return v->op->rnn_bwd(ctx, v->plan, f->s.t, f->s.n, f->s.len, v->len, v->x, v->w, v->dy,
-                          v->dx, v->dw, v->reserve, v->work);
+    return fill(v, v->work, v->lay.work, NAN);
+}
+
+static ds_status bwd_call(fix *f, dev *v)
+{
+    return v->op->rnn_bwd(ctx, v->plan, f->s.t, f->s.n, host_lengths(f), v->len, v->x, v->w,
+                          v->dy, v->dx, v->dw, v->reserve, v->work);
+}
+
+/* After fwd: bwd_inputs, then the backward pass. */
+static ds_status bwd(fix *f, dev *v, const double *r, double dw0, int keep_dw)
+{
+    DS_TRY(bwd_inputs(f, v, r, dw0, keep_dw));
+    return bwd_call(f, v);
 }
 
 /* ---- the naive reference: each utterance alone, matrix-vector loops ---- */
@@ -537,6 +581,69 @@ static ds_status check_padding(fix *f, const double *y0, const double *dx0, cons
     return DS_OK;
 }
 
+/* Under capturable: the FP64 forward and backward captured once while the
+ * device lengths (and the host ones) are t for every utterance, then
+ * replayed on this case's lengths and inputs, with y, dx, the reserve and
+ * the workspace poisoned and dw at DW0 first: y and dx as the direct calls
+ * gave them (y0, dx0), dw - DW0 as g0. A path that kept the captured
+ * lengths, or read the host's, would run every utterance over t frames. */
+static ds_status check_graph(fix *f, const double *y0, const double *dx0, const double *g0)
+{
+    dev *v = &f->d64;
+    const ds_rnn_layout *lay = &v->lay;
+    const int *full = host_lengths(f);
+    ds_graph *g = NULL;
+    size_t bytes = 0;
+    DS_TRY(fwd_inputs(f, v, 1));
+    DS_TRY(bwd_inputs(f, v, f->r, DW0, 0));
+    DS_TRY(be->from_host(ctx, DS_I32, (size_t)f->s.n, full, v->len));
+    DS_TRY(be->capture_begin(ctx));
+    ds_status st = fwd_call(f, v);
+    if (st == DS_OK)
+        st = bwd_call(f, v);
+    const ds_status end = be->capture_end(ctx, &g, &bytes);   /* called whatever st is */
+    T_CHECK(st == DS_OK && end == DS_OK, "%s x%d {%s}: forward and backward not captured: %s",
+            cname(f), f->dirs, f->s.what, ds_status_last_error());
+    if (st != DS_OK || end != DS_OK) {
+        be->graph_destroy(ctx, g);
+        ds_status_clear_error();
+        return DS_OK;
+    }
+    double *y = malloc(f->ny * sizeof *y), *dx = malloc(f->nx * sizeof *dx);
+    double *dw = malloc(lay->span * sizeof *dw);
+    st = y && dx && dw ? DS_OK : DS_FAIL(DS_ERR_MEM, "graph check");
+    if (st == DS_OK)
+        st = fwd_inputs(f, v, 1);   /* the case's lengths back in v->len */
+    if (st == DS_OK)
+        st = bwd_inputs(f, v, f->r, DW0, 0);
+    if (st == DS_OK)
+        st = be->graph_launch(ctx, g);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, f->ny, v->y, y);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, f->nx, v->dx, dx);
+    if (st == DS_OK)
+        st = t_get_real(be, ctx, DS_F64, lay->span, v->dw, dw);
+    be->graph_destroy(ctx, g);
+    if (st == DS_OK) {
+        for (size_t e = 0; e < lay->span; e++)
+            dw[e] -= DW0;
+        const double ew = t_rel_err(dw, g0, lay->span);
+        T_CHECK(memcmp(y, y0, f->ny * sizeof *y) == 0, "%s x%d {%s}: the replayed graph's y "
+                "differs from the direct call's", cname(f), f->dirs, f->s.what);
+        T_CHECK(memcmp(dx, dx0, f->nx * sizeof *dx) == 0, "%s x%d {%s}: the replayed graph's dx "
+                "differs from the direct call's", cname(f), f->dirs, f->s.what);
+        T_CHECK(ew < 1e-14, "%s x%d {%s}: the replayed graph's dw differs from the direct "
+                "call's (rel %.3g)", cname(f), f->dirs, f->s.what, ew);
+        printf("  captured with lengths of t (%zu bytes), replayed: dw rel err %.2e\n", bytes,
+               ew);
+    }
+    free(y);
+    free(dx);
+    free(dw);
+    return st;
+}
+
 /* The FP32 table (its own plan and layout) against FP64, forward and backward. */
 static ds_status check_f32(fix *f, const double *y64, const double *dx64, const double *g64)
 {
@@ -631,6 +738,8 @@ static ds_status run_set(fix *f)
     DS_TRY(check_grads(f, dx, g));
     DS_TRY(check_accumulates(f, dx, g));
     DS_TRY(check_padding(f, y, dx, g));
+    if (capturable)
+        DS_TRY(check_graph(f, y, dx, g));
     DS_TRY(check_f32(f, y, dx, g));
     free(y);
     free(dx);
@@ -675,6 +784,11 @@ int main(int argc, char **argv)
     T_CHECK(!algo || !strcmp(algo, ALGO[opts.rnn_algo]), "DSTRAIN_TEST_RNN_ALGO=%s: not one of standard, "
             "auto, persist", algo);
     printf("recurrent algorithm: %s\n", ALGO[opts.rnn_algo]);
+    const char *cap = getenv("DSTRAIN_TEST_RNN_CAPTURABLE");
+    opts.capturable = cap && strcmp(cap, "") && strcmp(cap, "0");
+    capturable = opts.capturable && be->capture_begin;
+    printf("capturable: %s\n", !opts.capturable ? "no" : capturable ? "yes, replays checked"
+           : "set (the backend captures nothing)");
     T_OK(be->ctx_create(0, &opts, &ctx));
     check_bad_plans();
     const char *only = argc > 2 ? argv[2] : NULL;
