@@ -105,20 +105,24 @@ ds_status cuda_hardtanh_bwd(ds_ctx *ctx, size_t n, double lo, double hi, const v
 }
 
 /* Dropout: one thread per group of up to 4 elements of a run that share a
- * Philox block (dropout_mask.h, the CPU's draws bit for bit). gain =
- * 1 / (1 - p) in the math type, as the CPU holds it. fwd: y = kept ?
- * x * gain : 0 (y may alias x); bwd: dx += kept ? dy * gain : 0. */
+ * Philox block (dropout_mask.h, the CPU's draws bit for bit). The step is
+ * read from key.step in device memory by each thread as the kernel runs,
+ * never passed as a value, so a captured launch draws the step uploaded
+ * before each replay. gain = 1 / (1 - p) in the math type, as the CPU
+ * holds it. fwd: y = kept ? x * gain : 0 (y may alias x); bwd: dx += kept ?
+ * dy * gain : 0. */
 template <typename T, bool BWD>
 static __global__ void dropout_kernel(ds_dropout_walk w, ds_dropout_key key, uint32_t thr,
                                       ds_math_t<T> gain, const T *in, T *out)
 {
     const uint64_t groups = w.runs * w.per_run;
+    const uint32_t step = ds_dropout_step(&key);
     for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
          g += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t d[4];
         uint64_t e;
         int k;
-        ds_dropout_draws(&key, ds_dropout_group(&key, &w, g, &e, &k), d);
+        ds_dropout_draws(&key, step, ds_dropout_group(&key, &w, g, &e, &k), d);
         for (int l = 0; l < k; l++) {
             const bool kept = d[l] >= thr;
             if (BWD) {
@@ -137,6 +141,8 @@ static ds_status dropout_launch(ds_ctx *ctx, size_t n, double p, const ds_dropou
 {
     if (!(p >= 0 && p < 1))
         return DS_FAIL(DS_ERR_ARG, "dropout: probability %g outside [0, 1)", p);
+    if (!key->step)
+        return DS_FAIL(DS_ERR_ARG, "dropout: no step in backend memory (key.step NULL)");
     ds_dropout_walk w;
     if (!ds_dropout_walk_of(key, n, &w))
         return DS_FAIL(DS_ERR_ARG, "dropout: %zu elements in runs of %llu numbered %llu apart: "

@@ -18,10 +18,10 @@
  *    input gradients too, unless the comment says "assigns";
  *  - NULL means "not wanted" only where the comment says so;
  *  - the per-batch scalars (BatchNorm's count, the loss norm, the gradient
- *    scale 1 / norm) are scalar-role [1] tensors in backend memory, not host
- *    arguments: the ops read them there, so that a step captured once per
- *    batch shape (a CUDA Graph) serves every batch of that shape once the
- *    host has uploaded its values;
+ *    scale 1 / norm, dropout's step) are scalar-role [1] tensors in backend
+ *    memory, not host arguments: the ops read them there, so that a step
+ *    captured once per batch shape (a CUDA Graph) serves every batch of
+ *    that shape once the host has uploaded its values;
  *  - lengths, labels and offsets are int32 arrays in backend memory; where a
  *    library needs lengths on the host too (cuDNN's RNN data descriptor) the
  *    op takes both, and they must agree;
@@ -90,7 +90,9 @@ ds_conv_geom ds_backend_conv1d_geom(int n, int ci, int t, int co, int k, int str
  * mask, on every backend. */
 typedef struct {
     unsigned long long seed;   /* the run's seed: the generator's key */
-    unsigned int step;         /* the optimizer step the forward pass belongs to */
+    const void *step;          /* [1] scalar (FP64) in backend memory: the optimizer step the
+                                * forward pass belongs to, a whole number below 2^32 (a
+                                * per-batch scalar: the ops read it there) */
     unsigned int layer;        /* the dropout site in the model (below 2^16) */
     unsigned int part;         /* which share of the batch (the rank): ranks draw apart */
     /* How elements are numbered: in runs of `run` elements, the k-th run
@@ -253,11 +255,13 @@ typedef struct ds_ops {
                               const void *dy, void *dx);
 
     /* Dropout: element e of [n] is kept when its draw for key (dropout_mask.h)
-     * clears p, in [0, 1). y = kept ? x / (1 - p) : 0 (assigns; y may alias x). */
+     * clears p, in [0, 1). y = kept ? x / (1 - p) : 0 (assigns; y may alias x).
+     * The key's step is read in backend memory when the op runs, so a
+     * captured step serves every step. */
     ds_status (*dropout_fwd)(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
                              const void *x, void *y);
-    /* dx += kept ? dy / (1 - p) : 0, kept as dropout_fwd drew it with this key.
-     * dy, dx [n]. */
+    /* dx += kept ? dy / (1 - p) : 0, kept as dropout_fwd drew it with this key
+     * and the step then in its buffer. dy, dx [n]. */
     ds_status (*dropout_bwd)(ds_ctx *, size_t n, double p, const ds_dropout_key *key,
                              const void *dy, void *dx);
     /* y += x over [n]: a residual connection's sum forward, and its gradient

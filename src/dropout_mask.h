@@ -53,14 +53,25 @@ static inline DS_HOST_DEVICE uint32_t ds_dropout_threshold(double p)
     return (uint32_t)(p * 16777216.0);
 }
 
-/* The four draws of block b (numbers 4b .. 4b+3), 24 bits each: number e
- * is dropped when draws[e % 4] < threshold, a probability of threshold/2^24
- * (p within 2^-24). Blocks count to 2^48 (below 2^32, the draws of a mask
- * numbered before runs existed). */
-static inline DS_HOST_DEVICE void ds_dropout_draws(const ds_dropout_key *key, uint64_t b,
-                                                   uint32_t draws[4])
+/* The step a mask is drawn for, from key's step in backend memory (host
+ * memory on the CPU, device memory in a kernel): read when the op runs, so
+ * a captured op draws the step then uploaded. A whole number below 2^32 is
+ * itself; anything else (a fraction truncated, a NaN, out of range) maps
+ * the same way on every backend. */
+static inline DS_HOST_DEVICE uint32_t ds_dropout_step(const ds_dropout_key *key)
 {
-    const uint32_t ctr[4] = {(uint32_t)b, key->layer | (uint32_t)(b >> 32) << 16, key->step,
+    const double s = *(const double *)key->step;
+    return s >= 0 && s < 4294967296.0 ? (uint32_t)s : 0;
+}
+
+/* The four draws of block b (numbers 4b .. 4b+3) at step, 24 bits each:
+ * number e is dropped when draws[e % 4] < threshold, a probability of
+ * threshold/2^24 (p within 2^-24). Blocks count to 2^48 (below 2^32, the
+ * draws of a mask numbered before runs existed). */
+static inline DS_HOST_DEVICE void ds_dropout_draws(const ds_dropout_key *key, uint32_t step,
+                                                   uint64_t b, uint32_t draws[4])
+{
+    const uint32_t ctr[4] = {(uint32_t)b, key->layer | (uint32_t)(b >> 32) << 16, step,
                              key->part};
     const uint32_t k[2] = {(uint32_t)key->seed, (uint32_t)(key->seed >> 32)};
     ds_dropout_philox(ctr, k, draws);
@@ -68,13 +79,13 @@ static inline DS_HOST_DEVICE void ds_dropout_draws(const ds_dropout_key *key, ui
         draws[j] >>= 8;
 }
 
-/* Whether element e is kept (numbered by key's runs). */
-static inline DS_HOST_DEVICE int ds_dropout_keeps(const ds_dropout_key *key, uint32_t threshold,
-                                                  uint64_t e)
+/* Whether element e is kept at step (numbered by key's runs). */
+static inline DS_HOST_DEVICE int ds_dropout_keeps(const ds_dropout_key *key, uint32_t step,
+                                                  uint32_t threshold, uint64_t e)
 {
     const uint64_t num = key->run ? e / key->run * key->stride + e % key->run : e;
     uint32_t d[4];
-    ds_dropout_draws(key, num / 4, d);
+    ds_dropout_draws(key, step, num / 4, d);
     return d[num % 4] >= threshold;
 }
 

@@ -432,6 +432,7 @@ static ds_status alloc_buffers(ds_model *m)
                      (void **)&m->d_best));
     DS_TRY(be->host_alloc(m->ctx, len_count * sizeof *m->h_len, (void **)&m->h_len));
     DS_TRY(be->host_alloc(m->ctx, DS_M_BATCH_SCALARS * sizeof *m->h_sca, (void **)&m->h_sca));
+    memset(m->h_sca, 0, DS_M_BATCH_SCALARS * sizeof *m->h_sca);   /* as uploaded: nothing yet */
     m->stage_bytes = stage_bytes(m);
     return be->host_alloc(m->ctx, m->stage_bytes, &m->stage);
 }
@@ -753,6 +754,7 @@ static ds_status upload_batch_scalars(ds_model *m)
     h[DS_M_SEQ_COUNT] = m->seq_count;
     h[DS_M_GRAD_SCALE] = 1.0 / m->loss_norm;
     h[DS_M_LOSS_NORM] = m->loss_norm;
+    h[DS_M_DROPOUT_STEP] = m->drop_step;
     return m->be->from_host(m->ctx, DS_F64, DS_M_BATCH_SCALARS, h, ds_m_batch_scalar(m, 0));
 }
 

@@ -91,7 +91,11 @@ ds_status ds_model_forward(ds_model *m, int train);
 /* Dropout's key for the passes that follow (dropout_mask.h): the run's seed,
  * the step they belong to (counted as the optimizer counts, so a resumed
  * run draws the masks the uninterrupted one drew) and this rank's part of
- * the batch. Each dropout layer adds its own number. Unset: all zero. */
+ * the batch. Each dropout layer adds its own number. Unset: all zero. The
+ * step is a per-batch scalar the ops read in backend memory: it is
+ * recorded here and uploaded by the next ds_model_set_batch (or
+ * set_global_batch), so set the key before the batch; a training forward
+ * whose step was set after the batch's upload fails. */
 void ds_model_set_dropout_key(ds_model *m, uint64_t seed, uint32_t step, uint32_t part);
 
 typedef struct {

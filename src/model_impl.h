@@ -70,13 +70,16 @@ typedef struct {
 
 /* The per-batch scalars, one region of sca (scalar role, FP64) uploaded by
  * one from_host whenever the host's values change (set_batch,
- * set_global_batch): the ops read them there, not as arguments, so that a
- * step captured once per batch shape serves every batch of that shape. */
+ * set_global_batch; dropout's step, set before the batch by
+ * ds_model_set_dropout_key, goes with it): the ops read them there, not as
+ * arguments, so that a step captured once per batch shape serves every
+ * batch of that shape. */
 enum {
     DS_M_COUNT = 0,                   /* + s: count[s], conv stage s in 1..n_conv (0 unused) */
     DS_M_SEQ_COUNT = DS_MAX_CONV + 1, /* seq_count */
     DS_M_GRAD_SCALE,                  /* 1 / loss_norm: what ctc_loss scales dlogits by */
     DS_M_LOSS_NORM,                   /* loss_norm: what loss_total divides by */
+    DS_M_DROPOUT_STEP,                /* drop_step: the step dropout's masks are drawn for */
     DS_M_BATCH_SCALARS
 };
 
@@ -110,7 +113,8 @@ struct ds_model {
     bn_layer out_bn;
     int out_w, out_b;                  /* output FC weight, bias (-1: none) */
     int s0_width;                      /* features per frame of the sequence input s0 */
-    ds_dropout_key drop;               /* dropout's seed, step and part (site set per layer) */
+    ds_dropout_key drop;               /* dropout's seed and part (site and the step's
+                                        * buffer, DS_M_DROPOUT_STEP, set per layer) */
     size_t x0, s0, ds0, out_z, out_dz, logits, dlogits, work;
     size_t losses, loss_total;         /* sca [B], [DS_LOSS_SCALARS] */
     size_t batch_sca;                  /* sca [DS_M_BATCH_SCALARS]: the per-batch scalars */
@@ -132,6 +136,7 @@ struct ds_model {
     double seq_count;                  /* real frames of the sequence part (global) */
     int train, have_dlogits;
     double loss_norm;                  /* utterances the loss is averaged over (global) */
+    uint32_t drop_step;                /* dropout's step (ds_model_set_dropout_key) */
     double *h_sca;                     /* host [DS_M_BATCH_SCALARS], from the backend: their
                                         * upload's staging */
     ds_model_hooks hooks;

@@ -71,10 +71,13 @@ static ds_status bn_backward(ds_model *m, const bn_layer *l, const ds_view *v, c
                             ds_m_bna(m, l->dmom), dx, dgamma, dbeta);
 }
 
-/* Dropout's key for the layer numbered site, this pass's seed, step and part. */
-static ds_dropout_key drop_key(const ds_model *m, int site)
+/* Dropout's key for the layer numbered site, this pass's seed and part,
+ * and the step as the ops read it: in the per-batch scalars, uploaded with
+ * the batch. */
+static ds_dropout_key drop_key(ds_model *m, int site)
 {
     ds_dropout_key key = m->drop;
+    key.step = ds_m_batch_scalar(m, DS_M_DROPOUT_STEP);
     key.layer = (unsigned)site;
     return key;
 }
@@ -82,7 +85,7 @@ static ds_dropout_key drop_key(const ds_model *m, int site)
 /* Conv layer i's key: its output [N][C][T][F] numbered by (n, c) runs of
  * T * F elements, as if T were DS_DROPOUT_RUN_FRAMES, so a frame's draw
  * does not depend on how far the batch is padded (a bucket's rounding). */
-static ds_dropout_key conv_drop_key(const ds_model *m, int i)
+static ds_dropout_key conv_drop_key(ds_model *m, int i)
 {
     ds_dropout_key key = drop_key(m, m->conv[i].site);
     key.run = (unsigned long long)m->t[i + 1] * m->conv[i].fo;
@@ -252,13 +255,29 @@ static ds_status front_forward(ds_model *m, const void *x)
     return m->op->conv_to_seq(m->ctx, m->n, 1, T, m->cfg.n_features, x, s0);
 }
 
+/* The step is only recorded: the batch's upload carries it (set_batch,
+ * set_global_batch), so the key must be set before them. */
 void ds_model_set_dropout_key(ds_model *m, uint64_t seed, uint32_t step, uint32_t part)
 {
-    m->drop = (ds_dropout_key){.seed = seed, .step = step, .part = part};
+    m->drop = (ds_dropout_key){.seed = seed, .part = part};
+    m->drop_step = step;
+}
+
+/* Training draws the step the batch's upload carried: a key set after it
+ * would draw the previous one. */
+static ds_status drop_step_ok(const ds_model *m)
+{
+    if (m->h_sca[DS_M_DROPOUT_STEP] != m->drop_step)
+        return DS_FAIL(DS_ERR_ARG, "dropout's step %u was set after the batch (uploaded: %.0f): "
+                       "ds_model_set_dropout_key goes before ds_model_set_batch",
+                       (unsigned)m->drop_step, m->h_sca[DS_M_DROPOUT_STEP]);
+    return DS_OK;
 }
 
 ds_status ds_model_forward(ds_model *m, int train)
 {
+    if (train)
+        DS_TRY(drop_step_ok(m));
     m->train = train;
     m->have_dlogits = 0;
     const void *x = ds_m_act(m, m->x0);

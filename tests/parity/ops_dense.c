@@ -109,28 +109,40 @@ static void mask_all(void)
 typedef struct {
     size_t n;
     double p;
-    ds_dropout_key key;
+    double step;          /* the key's step, in a scalar buffer of the case */
+    ds_dropout_key key;   /* step: set per side to that buffer */
 } drop_arg;
 
-/* buf: x [n], y [n]. */
+/* a's key reading its step in the side's buffer step [1] (backend memory). */
+static ds_dropout_key drop_key_at(const drop_arg *a, const void *step)
+{
+    ds_dropout_key k = a->key;
+    k.step = step;
+    return k;
+}
+
+/* buf: x [n], y [n], step [1]. */
 static ds_status call_drop_fwd(const p_side *s, void *const *buf, const void *arg)
 {
     const drop_arg *a = arg;
-    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[1]);
+    const ds_dropout_key k = drop_key_at(a, buf[2]);
+    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &k, buf[0], buf[1]);
 }
 
-/* buf: x [n], dropped in place (y aliases x). */
+/* buf: x [n], dropped in place (y aliases x), step [1]. */
 static ds_status call_drop_fwd_inplace(const p_side *s, void *const *buf, const void *arg)
 {
     const drop_arg *a = arg;
-    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[0]);
+    const ds_dropout_key k = drop_key_at(a, buf[1]);
+    return s->ops->dropout_fwd(s->ctx, a->n, a->p, &k, buf[0], buf[0]);
 }
 
-/* buf: dy [n], dx [n]. */
+/* buf: dy [n], dx [n], step [1]. */
 static ds_status call_drop_bwd(const p_side *s, void *const *buf, const void *arg)
 {
     const drop_arg *a = arg;
-    return s->ops->dropout_bwd(s->ctx, a->n, a->p, &a->key, buf[0], buf[1]);
+    const ds_dropout_key k = drop_key_at(a, buf[2]);
+    return s->ops->dropout_bwd(s->ctx, a->n, a->p, &k, buf[0], buf[1]);
 }
 
 /* buf: x [n], y [n]. */
@@ -151,16 +163,19 @@ static void dropout_case(const char *name, const drop_arg *a)
     p_case f = {"dropout_fwd", name, .call = call_drop_fwd, .arg = a};
     p_add(&f, "x", P_COMPUTE, P_IN, a->n, x);
     p_add(&f, "y", P_COMPUTE, P_OUT, a->n, NULL);
+    p_add(&f, "step", P_SCALAR, P_IN, 1, &a->step);   /* a per-batch scalar */
     p_run(&f);
 
     snprintf(variant, sizeof variant, "%s in place", name);
     p_case ip = {"dropout_fwd", variant, .call = call_drop_fwd_inplace, .arg = a};
     p_add(&ip, "x=y", P_COMPUTE, P_ACC, a->n, x);
+    p_add(&ip, "step", P_SCALAR, P_IN, 1, &a->step);
     p_run(&ip);
 
     p_case b = {"dropout_bwd", name, .call = call_drop_bwd, .arg = a};
     p_add(&b, "dy", P_COMPUTE, P_IN, a->n, dy);
     p_add(&b, "dx", P_COMPUTE, P_ACC, a->n, dx0);
+    p_add(&b, "step", P_SCALAR, P_IN, 1, &a->step);
     p_run(&b);
 
     p_case s = {"add", name, .call = call_add, .arg = a};
@@ -174,12 +189,12 @@ static void dropout_all(void)
 {
     /* sizes not a multiple of 4 (a Philox block's last elements), a large
      * step and layer, Jasper's 0.2 and DS1's 0.05 */
-    static const drop_arg small = {1001, 0.2, {.seed = 20240611u, .step = 7, .layer = 3, .part = 1}};
-    static const drop_arg big = {100003, 0.05, {.seed = 0xfedcba9876543210ull, .step = 123456789u,
-                                                .layer = 40, .part = 63}};
+    static const drop_arg small = {1001, 0.2, 7, {.seed = 20240611u, .layer = 3, .part = 1}};
+    static const drop_arg big = {100003, 0.05, 123456789u, {.seed = 0xfedcba9876543210ull,
+                                                            .layer = 40, .part = 63}};
     /* a conv layer's numbering: runs of 1001, 2^36 apart (blocks past 2^32) */
-    static const drop_arg runs = {4 * 1001, 0.2, {.seed = 99u, .step = 3, .layer = 17, .part = 0,
-                                                  .run = 1001, .stride = 1ull << 36}};
+    static const drop_arg runs = {4 * 1001, 0.2, 3, {.seed = 99u, .layer = 17, .part = 0,
+                                                     .run = 1001, .stride = 1ull << 36}};
     dropout_case("n1001 p0.2", &small);
     dropout_case("n100003 p0.05", &big);
     dropout_case("runs 4x1001 p0.2", &runs);

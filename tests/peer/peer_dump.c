@@ -171,8 +171,9 @@ static ds_status run(const opts *o)
     DS_TRY_GOTO(st, ds_checkpoint_write_tensors(f, m, "state", DS_BN_STATS), out);
     DS_TRY_GOTO(st, put_batch(f, &b, o->dt), out);
 
-    DS_TRY_GOTO(st, ds_model_set_batch(m, &b), out);
+    /* before the batch, whose upload carries the step */
     ds_model_set_dropout_key(m, o->drop_seed, o->drop_step, o->drop_part);
+    DS_TRY_GOTO(st, ds_model_set_batch(m, &b), out);
     DS_TRY_GOTO(st, ds_model_zero_grad(m), out);
     DS_TRY_GOTO(st, ds_model_forward(m, o->train), out);
     ds_loss loss;

@@ -1,7 +1,8 @@
 /* test_batch_scalars.c - the per-batch scalars (BatchNorm's count, the loss
- * norm and the gradient scale 1 / norm) are read by the ops in backend
- * memory, where the model uploads them once per batch: a step captured once
- * per batch shape (a CUDA Graph) must not hold them as arguments.
+ * norm, the gradient scale 1 / norm and dropout's step) are read by the ops
+ * in backend memory, where the model uploads them once per batch: a step
+ * captured once per batch shape (a CUDA Graph) must not hold them as
+ * arguments.
  *
  *  (a) the ops on scalars in backend memory give what the formula gives,
  *      bit for bit: BatchNorm on data chosen so that every operation is
@@ -22,7 +23,14 @@
  *  (d) the learning rate, which a schedule changes every step, is read by
  *      sgd_step and adamw_step from scal[DS_OPT_LR]: a doubled value in the
  *      same buffer doubles the update exactly (from p = 0, so each update is
- *      one rounded product), and ds_optim_update queues its lr there.
+ *      one rounded product), and ds_optim_update queues its lr there;
+ *  (e) dropout's step is read in backend memory: with one key, a new step
+ *      written into its buffer redraws the mask of dropout_fwd and
+ *      dropout_bwd (each the generator's at the step in the buffer), and the
+ *      first value written back gives the first outputs bit for bit; the
+ *      model (conv and FC dropout) draws other masks at another step set by
+ *      ds_model_set_dropout_key and the same at the same step, and refuses
+ *      a training forward whose step was set after the batch's upload.
  *
  * usage: test_batch_scalars [BACKEND]   (default $DSTRAIN_TEST_BACKEND, else cpu) */
 #include <math.h>
@@ -30,6 +38,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "config.h"
+#include "dropout_mask.h"
 #include "model.h"
 #include "synthetic.h"
 #include "testutil.h"
@@ -562,6 +572,127 @@ static void test_model(ds_dtype dt)
     ds_batch_free(&b), ds_batch_free(&other);
 }
 
+/* ---- (e) dropout's step ---- */
+
+enum { DR_N = 1003 };   /* not a multiple of 4: the last Philox block is partial */
+#define DR_P 0.3
+
+/* dropout_fwd of x and dropout_bwd of dy = x onto dx = 0 with key, after
+ * step is written into its step buffer sb: y [DR_N], dx [DR_N]. */
+typedef struct {
+    ds_dtype dt;
+    void *x, *y, *dx, *sb;
+} drop_dev;
+
+static void drop_run(const drop_dev *d, const ds_dropout_key *key, double step, double *y,
+                     double *dx)
+{
+    const ds_ops *op = be->ops(d->dt);
+    put(DS_F64, 1, &step, d->sb);
+    t_must(op->dropout_fwd(ctx, DR_N, DR_P, key, d->x, d->y), "dropout_fwd");
+    t_must(be->zero(ctx, d->dt, DR_N, d->dx), "zero");
+    t_must(op->dropout_bwd(ctx, DR_N, DR_P, key, d->x, d->dx), "dropout_bwd");
+    down(d->dt, DR_N, d->y, y);
+    down(d->dt, DR_N, d->dx, dx);
+}
+
+/* Elements of out [DR_N] (of an input never 0) whose being kept differs
+ * from the generator's draw for key at step. */
+static int off_mask(const ds_dropout_key *key, uint32_t step, const double *out)
+{
+    const uint32_t thr = ds_dropout_threshold(DR_P);
+    int off = 0;
+    for (int e = 0; e < DR_N; e++)
+        off += (out[e] != 0) != ds_dropout_keeps(key, step, thr, (uint64_t)e);
+    return off;
+}
+
+static int masks_apart(const double *a, const double *b)
+{
+    int d = 0;
+    for (int e = 0; e < DR_N; e++)
+        d += (a[e] != 0) != (b[e] != 0);
+    return d;
+}
+
+static void test_dropout_ops(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    double x[DR_N];
+    for (int e = 0; e < DR_N; e++)
+        x[e] = 1 + e % 5;   /* never 0: a zero output is a drop */
+    drop_dev d = {dt, up(dt, DR_N, x), up(dt, DR_N, NULL), up(dt, DR_N, NULL),
+                  t_scalar(be, ctx, 0)};
+    const ds_dropout_key key = {.seed = 77, .step = d.sb, .layer = 9, .part = 1};
+    static double out[3][2][DR_N];   /* steps 7, 8, 7 again: y, dx */
+    const double steps[3] = {7, 8, 7};
+    for (int k = 0; k < 3; k++)
+        drop_run(&d, &key, steps[k], out[k][0], out[k][1]);
+    for (int o = 0; o < 2; o++) {
+        const char *op = o ? "dropout_bwd" : "dropout_fwd";
+        const int off7 = off_mask(&key, 7, out[0][o]), off8 = off_mask(&key, 8, out[1][o]);
+        T_CHECK(off7 == 0 && off8 == 0,
+                "%s %s: not the generator's mask at the step in the buffer (step 7: %d elements "
+                "off, 8 written into it: %d off)", dn, op, off7, off8);
+        /* independent masks differ in 2p(1-p) = 42% of elements: 421 of 1003 */
+        const int apart = masks_apart(out[0][o], out[1][o]);
+        T_CHECK(apart > 300, "%s %s: step 7 -> 8 in the buffer redrew only %d of %d elements", dn,
+                op, apart, DR_N);
+        const size_t back = unlike(out[2][o], out[0][o], 1, DR_N);
+        T_CHECK(back == 0, "%s %s: step 7 written back: %zu of %d outputs differ from the first",
+                dn, op, back, DR_N);
+    }
+    t_release_all(be, ctx, (void *[]){d.x, d.y, d.dx, d.sb}, 4);
+}
+
+/* tiny's shape with dropout on its conv layer and after an FC layer before
+ * the RNN */
+static const char DROP_CFG[] =
+    "{\"name\":\"drop\",\"n_features\":16,\"conv\":["
+    "{\"channels\":3,\"kernel_time\":5,\"kernel_freq\":5,\"stride_time\":2,\"stride_freq\":2,"
+    "\"pad_time\":2,\"pad_freq\":2,\"dropout\":0.2}],"
+    "\"fc_pre\":[12],\"dropout\":0.3,\"rnn\":{\"type\":\"gru\",\"hidden\":8,\"layers\":1,"
+    "\"bidirectional\":true}}";
+
+static void test_dropout_model(ds_dtype dt)
+{
+    const char *dn = ds_dtype_name(dt);
+    ds_model_cfg cfg;
+    t_must(ds_config_parse(DROP_CFG, "dropout model", &cfg), "config");
+    const ds_model_limits lim = {M_N, M_FRAMES, ds_synthetic_max_labels(&cfg, M_FRAMES)};
+    ds_batch b;
+    t_must(ds_batch_alloc(&b, M_N, M_FRAMES, cfg.n_features, M_N * lim.label_len), "batch");
+    ds_rng rng;
+    ds_rng_seed(&rng, 5);
+    t_must(ds_synthetic_batch(&rng, &cfg, M_N, M_FRAMES, &b), "synthetic batch");
+    ds_model *m = make_model(&cfg, dt, &lim);
+    const uint32_t steps[3] = {5, 6, 5};
+    double *logits[3];
+    size_t n = 0;
+    for (int k = 0; k < 3; k++) {   /* the key before the batch, as a training step sets it */
+        ds_model_set_dropout_key(m, 1234, steps[k], 1);
+        t_must(ds_model_set_batch(m, &b), "batch");
+        t_must(ds_model_forward(m, 1), "forward");
+        n = (size_t)ds_model_batch_out_frames(m) * b.n * cfg.n_classes;
+        logits[k] = t_zeros(n);
+        t_must(ds_model_logits(m, logits[k]), "logits");
+    }
+    T_CHECK(unlike(logits[1], logits[0], 1, n) > 0, "%s model: steps 5 and 6 gave the same logits "
+            "(the same masks)", dn);
+    const size_t again = unlike(logits[2], logits[0], 1, n);
+    T_CHECK(again == 0, "%s model: step 5 twice: %zu of %zu logits differ", dn, again, n);
+    /* a key set after the batch's upload would draw the previous step: refused */
+    t_must(ds_model_set_batch(m, &b), "batch");
+    ds_model_set_dropout_key(m, 1234, 7, 1);
+    T_CHECK(ds_model_forward(m, 1) == DS_ERR_ARG, "%s model: a training forward ran with the step "
+            "set after the batch", dn);
+    ds_status_clear_error();
+    for (int k = 0; k < 3; k++)
+        free(logits[k]);
+    ds_model_destroy(m);
+    ds_batch_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     be = t_backend(argc > 1 ? argv[1] : NULL);
@@ -576,6 +707,8 @@ int main(int argc, char **argv)
         test_loss_total(dts[k]);
         test_model(dts[k]);
         test_lr(dts[k]);
+        test_dropout_ops(dts[k]);
+        test_dropout_model(dts[k]);
     }
     be->ctx_destroy(ctx);
     return t_finish(__FILE__);

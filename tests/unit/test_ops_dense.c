@@ -269,7 +269,17 @@ static void check_philox(void)
 enum { DN = 1003 };   /* not a multiple of 4: the last Philox block is partial */
 static double dpx[DN], dpr[DN];
 static const double DP = 0.3;
-static const ds_dropout_key DKEY = {.seed = 20240611u, .step = 17, .layer = 5, .part = 2};
+#define DSTEP 17u
+static ds_dropout_key DKEY;          /* its step DSTEP in a backend scalar (dkey_make) */
+static void *dstep, *dstep_next;     /* backend scalars holding DSTEP, DSTEP + 1 */
+
+/* DKEY, and the steps its variants read: the ops read the step in backend
+ * memory (a per-batch scalar). */
+static void dkey_make(void)
+{
+    dstep = t_scalar(be, ctx, DSTEP), dstep_next = t_scalar(be, ctx, DSTEP + 1);
+    DKEY = (ds_dropout_key){.seed = 20240611u, .step = dstep, .layer = 5, .part = 2};
+}
 
 static ds_status dropout_fwd(ds_dtype dt, const ds_dropout_key *key, double p, const double *x,
                              double *y)
@@ -323,7 +333,7 @@ static void check_dropout_runs(void)
     for (int r = 0; r < R; r++)
         for (int j = 0; j < L; j++) {
             const int e = r * L + j;
-            wrong += (y[e] != 0) != ds_dropout_keeps(&k, thr, (uint64_t)e);
+            wrong += (y[e] != 0) != ds_dropout_keeps(&k, DSTEP, thr, (uint64_t)e);
             moved += (y[e] != 0) != (yp[r * (L + PAD) + j] != 0);
         }
     T_CHECK(wrong == 0, "dropout in runs: %d elements differ from the generator's numbering", wrong);
@@ -356,7 +366,7 @@ static void check_dropout(ds_rng *rng)
     const uint32_t thr = ds_dropout_threshold(DP);
     int wrong = 0, kept = 0;
     for (int i = 0; i < DN; i++) {
-        const int k = ds_dropout_keeps(&DKEY, thr, (uint64_t)i);
+        const int k = ds_dropout_keeps(&DKEY, DSTEP, thr, (uint64_t)i);
         kept += k;
         wrong += y[i] != (k ? dpx[i] * (1.0 / (1.0 - DP)) : 0);
     }
@@ -368,7 +378,7 @@ static void check_dropout(ds_rng *rng)
     OK(dropout_fwd(DS_F64, &DKEY, DP, dpx, z));
     T_CHECK(memcmp(y, z, sizeof y) == 0, "dropout: the same key gave another output");
     ds_dropout_key other[4] = {DKEY, DKEY, DKEY, DKEY};
-    other[0].seed++, other[1].step++, other[2].layer++, other[3].part++;
+    other[0].seed++, other[1].step = dstep_next, other[2].layer++, other[3].part++;
     for (int k = 0; k < 4; k++) {
         OK(dropout_fwd(DS_F64, &other[k], DP, dpx, z));
         /* independent masks differ in 2p(1-p) = 42% of elements */
@@ -402,11 +412,16 @@ static void check_dropout(ds_rng *rng)
     double e32 = t_rel_err(z, y, DN);
     T_CHECK(e32 < 1e-6, "dropout fp32 vs fp64: %.3g", e32);
 
-    /* a probability outside [0, 1) is refused */
+    /* a probability outside [0, 1), or no step buffer, is refused */
     void *X = up(DS_F64, dpx, DN);
+    ds_dropout_key nostep = DKEY;
+    nostep.step = NULL;
     T_CHECK(op64->dropout_fwd(ctx, DN, 1.0, &DKEY, X, X) == DS_ERR_ARG &&
             op64->dropout_bwd(ctx, DN, -0.1, &DKEY, X, X) == DS_ERR_ARG,
             "dropout accepted p 1 or -0.1");
+    T_CHECK(op64->dropout_fwd(ctx, DN, DP, &nostep, X, X) == DS_ERR_ARG &&
+            op64->dropout_bwd(ctx, DN, DP, &nostep, X, X) == DS_ERR_ARG,
+            "dropout accepted a key without a step buffer");
     ds_status_clear_error();
     drop(X);
     printf("dropout: kept %d of %d at p %.1f; fd rel err dx %.2e; fp32 rel err %.2e\n", kept,
@@ -603,8 +618,10 @@ int main(int argc, char **argv)
     /* after the checks before them, which draw what they drew before */
     check_relu(&rng);
     check_philox();
+    dkey_make();
     check_dropout(&rng);
     check_dropout_runs();
+    drop(dstep), drop(dstep_next);
     check_add(&rng);
     check_context(&rng);
     be->ctx_destroy(ctx);

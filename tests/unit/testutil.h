@@ -86,7 +86,7 @@ ds_status t_get_real(const ds_backend *be, ds_ctx *ctx, ds_dtype dt, size_t coun
 
 /* A new backend buffer [1] of the scalar role (DS_F64) holding value, for
  * the ops that read a per-batch scalar in backend memory (a BatchNorm count,
- * the loss norm); the caller releases it. Exits through t_must on failure. */
+ * the loss norm, dropout's step); the caller releases it. Exits through t_must on failure. */
 void *t_scalar(const ds_backend *be, ds_ctx *ctx, double value);
 
 /* Releases the backend buffers bufs [n], skipping NULL ones. */
