@@ -8,6 +8,8 @@
 
 #include "log.h"
 
+enum { SEEN_MAX = 64 };
+
 typedef struct {
     ds_step_shape sh;
     ds_graph *graph;
@@ -23,6 +25,8 @@ struct ds_step_graphs {
     int n_held;
     ds_step_shape *failed;   /* [max_failed], the first `n_failed` in use */
     int n_failed;
+    ds_step_shape seen[SEEN_MAX];   /* shapes run once, uncaptured: the next is captured */
+    int n_seen, seen_next;          /* in use; where the next goes once all are */
     long clock;
     ds_step_graph_stats st;
 };
@@ -72,11 +76,25 @@ static held_graph *find_held(ds_step_graphs *g, ds_step_shape sh)
     return NULL;
 }
 
-static int has_failed(const ds_step_graphs *g, ds_step_shape sh)
+static int listed(const ds_step_shape *list, int n, ds_step_shape sh)
 {
-    for (int i = 0; i < g->n_failed; i++)
-        if (same(g->failed[i], sh))
+    for (int i = 0; i < n; i++)
+        if (same(list[i], sh))
             return 1;
+    return 0;
+}
+
+/* The first step of a shape runs uncaptured, so that what the libraries set
+ * up lazily on a first call (cuDNN's and cuBLAS's kernels and plans) is set
+ * up outside a capture; 1 when sh has had that step. */
+static int warmed(ds_step_graphs *g, ds_step_shape sh)
+{
+    if (listed(g->seen, g->n_seen, sh))
+        return 1;
+    if (g->n_seen < SEEN_MAX)
+        g->seen[g->n_seen++] = sh;
+    else
+        g->seen[g->seen_next++ % SEEN_MAX] = sh;   /* the oldest forgotten: warmed again later */
     return 0;
 }
 
@@ -147,13 +165,13 @@ ds_status ds_step_graphs_run(ds_step_graphs *g, ds_step_shape sh, ds_status (*qu
 {
     g->clock++;
     held_graph *h = find_held(g, sh);
-    if (!h && !has_failed(g, sh)) {
+    if (!h && !listed(g->failed, g->n_failed, sh) && warmed(g, sh)) {
         char why[512] = "";
         DS_TRY(capture(g, sh, queue, user, &h, why, sizeof why));
         if (!h)
             mark_failed(g, sh, why[0] ? why : "the backend gave no reason");
     }
-    if (!h) {
+    if (!h) {   /* a first step, or a shape that failed */
         g->st.eager++;
         return queue(user);
     }

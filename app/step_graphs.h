@@ -1,6 +1,7 @@
 /* step_graphs.h - a run's captured training steps (--cuda-graphs), one per
- * batch shape: the first step of a shape is captured (ds_backend
- * capture_begin / capture_end) and launched, later ones replay it. At most
+ * batch shape: the first step of a shape runs uncaptured (the libraries'
+ * lazy set-up happens there, outside any capture), the second is captured
+ * (ds_backend capture_begin / capture_end) and launched, later ones replay it. At most
  * `cap` graphs are held, the least recently used one destroyed to make room.
  * A shape whose capture failed runs eagerly from then on, said once with the
  * reason. Nothing here allocates after ds_step_graphs_create. */
@@ -21,7 +22,8 @@ typedef struct {
 typedef struct {
     long captures;      /* graphs captured (an evicted shape met again counts again) */
     long replays;       /* steps run by launching a held graph, its first launch included */
-    long eager;         /* steps run eagerly: shapes whose capture failed */
+    long eager;         /* steps run uncaptured: each shape's first, and every step of a
+                         * shape whose capture failed */
     long evictions;     /* graphs destroyed to stay within the cap */
     int failed_shapes;  /* shapes that run eagerly */
     int held;           /* graphs held now */
@@ -42,7 +44,8 @@ void ds_step_graphs_destroy(ds_step_graphs *g);
  * between the batch's upload and the read of its results: nothing in it may
  * wait for the device, allocate, or copy from host memory it does not own
  * for good). A held graph is launched; a new shape is captured from
- * queue(user) and then launched; a failed shape runs queue(user) eagerly.
+ * queue(user) and then launched at its second step (its first runs
+ * queue(user) uncaptured); a failed shape runs queue(user) uncaptured.
  * An error of queue(user) outside a capture, or of the backend, is returned. */
 ds_status ds_step_graphs_run(ds_step_graphs *g, ds_step_shape sh, ds_status (*queue)(void *user),
                              void *user);

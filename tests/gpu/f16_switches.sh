@@ -17,7 +17,11 @@
 #                                     streams would change the numbers)
 #   initcheck                         compute-sanitizer --tool initcheck: a
 #                                     read of memory never written
-# and the CPU's emulation on the same cases as the yardstick. A record for the
+# and the CPU's emulation on the same cases as the yardstick; then the
+# model's rnn.1 taken out with its real inputs and run alone (test_rnn_rerun,
+# beside TEST_MODEL_GPU_VS_CPU): the GPU and the emulation against FP64 with
+# the lengths as drawn, sorted and equal, cuDNN's default math and the FP32
+# op. A record for the
 # results' README, not a verdict: exit 0 unless the test binary is missing.
 #
 # usage: tests/gpu/f16_switches.sh TEST_MODEL_GPU_VS_CPU [BACKEND [DTYPES]]
@@ -64,6 +68,16 @@ for dt in $dtypes; do
     for s in 1 64 16384; do run "loss scale $s" "$dt" DSTRAIN_TEST_LOSS_SCALE=$s; done
   fi
 done
+rerun=$(dirname "$bin")/test_rnn_rerun
+if [ -x "$rerun" ]; then
+  for dt in $dtypes; do
+    echo
+    echo "rnn.1 alone, $dt:"
+    timeout -k 5 "$limit" "$rerun" "$backend" "$dt" 2>&1 | grep -vE '^[^ ]*: [0-9]+ passed' | sed 's/^/    /'
+  done
+else
+  echo; echo "rnn.1 alone: $rerun is not built"
+fi
 if [ "$backend" = cuda ] && [ "${F16_SWITCH_INITCHECK:-1}" != 0 ]; then
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   if [ -n "$san" ]; then

@@ -56,4 +56,16 @@ if(DSTRAIN_HAVE_CUDA)
                          ENVIRONMENT
                          "OPENBLAS_NUM_THREADS=1;DSTRAIN_TEST_RNN_ALGO=${algo};DSTRAIN_TEST_RNN_CAPTURABLE=1")
   endforeach()
+  # the model's rnn.1 run alone on its real inputs: the GPU in 16 bits
+  # beside the CPU's emulation, under three batch shapes, default math and
+  # the FP32 op (issue 34, item 6)
+  foreach(dt float16 bfloat16)
+    add_test(NAME test_rnn_rerun_cuda_${dt} COMMAND test_rnn_rerun cuda ${dt})
+    set_tests_properties(test_rnn_rerun_cuda_${dt} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                         LABELS cuda ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+  endforeach()
 endif()
+# the dump itself and the CPU emulation's bound, in bfloat16 too (the plain
+# run is float16)
+add_test(NAME test_rnn_rerun_bfloat16 COMMAND test_rnn_rerun cpu bfloat16)
+set_tests_properties(test_rnn_rerun_bfloat16 PROPERTIES TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

@@ -20,9 +20,14 @@
  * under three batch shapes: the lengths as drawn, sorted longest first, and
  * all equal to the padded length (the reference recomputed for each). Per
  * run: y, dx and each weight gradient's norm-wise relative error to ref in
- * units of u (2^-11 FP16, 2^-8 BF16). Bound: 32u for every tensor, the
- * whole model test's gradient bound (a single layer has less to compound);
- * emu and test are both held to it, and a table says which is further.
+ * units of u (2^-11 FP16, 2^-8 BF16). Bound: 8u for every tensor. The
+ * emulation measures 0.28u to 0.47u (one rounding of each stored result);
+ * a library that also stores each time step's state in 16 bits (cuDNN
+ * does) rounds once more per step, and the LSTM's forget gates damp what
+ * each step passes on, so a few u more; 8u is a quarter of the whole model
+ * test's 32u, which a single layer, without the conv stack's and the other
+ * layers' errors compounding into it, must stay well inside. The table says
+ * which of emu and test is further, which is what the investigation reads.
  *
  * usage: test_rnn_rerun [BACKEND [DTYPE [LAYER]]]
  *        BACKEND default cpu (then test is emu: the dump and the bounds),
@@ -233,12 +238,12 @@ int main(int argc, char **argv)
 {
     const ds_backend *cpu = t_backend("cpu"), *be = t_backend(argc > 1 ? argv[1] : "cpu");
     ds_dtype dt = DS_F16;
-    if (argc > 2 && ds_dtype_parse(argv[2], &dt) != DS_OK) {
+    if (argc > 2 && (!ds_dtype_parse(argv[2], &dt) || (dt != DS_F16 && dt != DS_BF16))) {
         fprintf(stderr, "test_rnn_rerun: dtype %s: float16 or bfloat16\n", argv[2]);
         return 2;
     }
     const int layer = argc > 3 ? atoi(argv[3]) : 1;
-    const double u = dt == DS_BF16 ? 0x1p-8 : 0x1p-11, bound = 32;
+    const double u = dt == DS_BF16 ? 0x1p-8 : 0x1p-11, bound = 8;
     const double dy_scale = dt == DS_F16 ? 1024 : 1;   /* training's static scale */
 
     /* the reference model, its start and batch as test_model_gpu_vs_cpu's first case */
