@@ -862,6 +862,15 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     DS_TRY(rnn_check_desc(d));
     DS_CUDA(cudaSetDevice(c->device));   /* the temporary weight space goes there */
     DS_TRY(rnn_check_dtype<T>(c, d));
+    /* The capturable path computes the padding frames' states too (their
+     * gradients are exactly zero while the states stay finite). A ReLU
+     * cell's state is unbounded: over a long padding tail it can overflow
+     * 16 bits, and 0 x inf would then put NaN into the weight gradient,
+     * skipping step after step. Tanh, GRU and LSTM states stay in [-1, 1]. */
+    if (c->opts.capturable && d->cell == DS_CELL_RNN_RELU && sizeof(T) == 2)
+        return DS_FAIL(DS_ERR_UNSUPPORTED, "--cuda-graphs runs a recurrent layer over its padding "
+                       "frames too, where a ReLU cell's 16-bit state can overflow: use --precision fp32 "
+                       "for ReLU recurrent layers with --cuda-graphs, or leave --cuda-graphs out");
     ds_rnn_plan *p = (ds_rnn_plan *)calloc(1, sizeof *p);
     if (!p)
         return DS_FAIL(DS_ERR_MEM, "rnn plan");
