@@ -381,8 +381,17 @@ static int parse_train(int argc, char **argv, ds_train_opts *o, int *synthetic, 
 /* Ends the job when a rank fails while others may be waiting on it. */
 static int fail_ranks(ds_world *w, ds_status st)
 {
-    int rc = ds_cli_fail("train", st);
-    if (w->size > 1 && !ds_rank_agree_refused())   /* refused by all: none waits, none is killed */
+    /* refused by all: every rank came to the same verdict, which rank 0
+     * says once; none waits, none is killed. One rank's own failure names
+     * the rank and its host (a file missing on one node). */
+    const int by_all = w->size > 1 && ds_rank_agree_refused();
+    int rc = 1;
+    if (w->size > 1 && !by_all)
+        fprintf(stderr, "dstrain train: rank %d on %s: %s: %s\n", w->rank, ds_world_host(w, w->rank),
+                ds_status_name(st), ds_status_last_error());
+    else if (!by_all || w->rank == 0)
+        rc = ds_cli_fail("train", st);
+    if (w->size > 1 && !by_all)
         ds_world_abort(w, "training failed (see above)");
     ds_world_finalize(w);
     return rc;

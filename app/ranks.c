@@ -8,6 +8,7 @@
 
 #include "choice_agree.h"
 #include "file.h"
+#include "rank_agree.h"
 #include "train_run.h"
 
 enum { GATHERED = 4 };   /* per rank: step ms, loss, infinite count, stop signal */
@@ -143,6 +144,9 @@ ds_status ds_ranks_setup(run_state *r)
     const ds_model_hooks h = {.grad_ready = hook_ready, .bn_reduce = o->local_bn ? NULL : hook_bn,
                               .user = &r->ranks};
     ds_model_set_hooks(r->m.model, &h);
+    char layout[1024];
+    ds_world_layout(o->world, strcmp(o->device, "cpu") != 0, layout, sizeof layout);
+    ds_log_print("ranks on %s\n", layout);
     ds_log_print("%d ranks, gradients in %d buckets of up to %.1f MiB summed by %s, %s BatchNorm\n",
              r->ranks.ranks, ds_reduce_buckets(r->ranks.dist.reducer), o->bucket_mb,
              ds_reduce_kind_name(o->allreduce), o->local_bn ? "per-rank" : "synchronised");
@@ -283,9 +287,11 @@ ds_status ds_ranks_check_shared(run_state *r)
     ds_status st = r->ranks.rank == 0 ? write_token(o->checkpoint_dir, name, value) : DS_OK;
     int ok0 = st == DS_OK;
     DS_TRY(ds_world_bcast(w, &ok0, 1, MPI_INT, "the shared-folder token"));
-    if (!ok0)
+    if (!ok0) {   /* every rank knows: rank 0 says why, once */
+        ds_rank_agree_refused_by_all();
         return r->ranks.rank == 0 ? st : DS_FAIL(DS_ERR_IO, "rank 0 could not write in the "
                                                  "checkpoint folder (see its message)");
+    }
     DS_TRY(ds_world_bcast(w, name, NAME, MPI_CHAR, "the shared-folder token"));
     DS_TRY(ds_world_bcast(w, value, TOKEN, MPI_CHAR, "the shared-folder token"));
     /* per rank: the folder unseen; and its host's name */
@@ -316,8 +322,10 @@ ds_status ds_ranks_check_shared(run_state *r)
     free(bad);
     free(hosts);
     DS_TRY(st);
-    if (why[0])
+    if (why[0]) {   /* the same verdict on every rank: said once, by rank 0 */
+        ds_rank_agree_refused_by_all();
         return DS_FAIL(DS_ERR_IO, "the ranks do not share their checkpoint folder: %s. Every "
                        "rank must see the one folder rank 0 writes to", why);
+    }
     return DS_OK;
 }

@@ -13,6 +13,7 @@
 #include "world.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,14 @@ static struct {
     char what[SLOTS][128];
     MPI_Comm roll;   /* the watchdogs' own communicator */
     int size;
+    const char *hosts;   /* [size][DS_WORLD_HOST], the world's */
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .roll = MPI_COMM_NULL};
+
+/* Rank r's host for the watchdog's messages. */
+static const char *wd_host(int r)
+{
+    return wd.hosts && r >= 0 && r < wd.size ? wd.hosts + (size_t)r * DS_WORLD_HOST : "?";
+}
 
 static double now_s(void)
 {
@@ -130,13 +138,14 @@ static void roll_call(char *out, size_t cap)
     for (int r = 0; r < n && len < cap; r++)
         if (r != wd.rank && !got[r])
             len += (size_t)snprintf(out + len, cap - len,
-                                    "; rank %d does not answer (stopped, dead, or stuck outside "
-                                    "dstrain's waits)", r);
+                                    "; rank %d on %s does not answer (stopped, dead, cut off, or "
+                                    "stuck outside dstrain's waits)", r, wd_host(r));
     for (int r = 0; r < n && len < cap; r++)
         if (r != wd.rank && got[r] && !ans[r].waiting)
             len += (size_t)snprintf(out + len, cap - len,
-                                    "; rank %d answers but is not waiting on the others (busy; "
-                                    "last wait: %s)", r, ans[r].what[0] ? ans[r].what : "none");
+                                    "; rank %d on %s answers but is not waiting on the others "
+                                    "(busy; last wait: %s)", r, wd_host(r),
+                                    ans[r].what[0] ? ans[r].what : "none");
     if (len == 0)
         snprintf(out, cap, "; every rank answers and waits (a collective that cannot complete)");
     /* outstanding receives are left: the job ends now */
@@ -162,9 +171,9 @@ static void *watchdog(void *arg)
                 pthread_mutex_unlock(&wd.mu);
                 roll_call(who, sizeof who);
                 fprintf(stderr,
-                        "dstrain: rank %d waited %.0f s in %s for the other ranks (--timeout %g)%s; "
-                        "ending the job\n",
-                        wd.rank, waited, what, wd.timeout_s, who);
+                        "dstrain: rank %d on %s waited %.0f s in %s for the other ranks (--timeout "
+                        "%g)%s; ending the job\n",
+                        wd.rank, wd_host(wd.rank), waited, what, wd.timeout_s, who);
                 fflush(stderr);
                 MPI_Abort(MPI_COMM_WORLD, 3);
                 _exit(3);   /* if MPI_Abort itself cannot reach the launcher */
@@ -245,6 +254,91 @@ static ds_status half_types_init(void)
     return ds_world_check(MPI_Op_create(half_sum, 1, &mpi_half_sum), "MPI_Op_create");
 }
 
+/* Every rank's host name and device, on every rank; the node count. */
+static ds_status gather_hosts(ds_world *w)
+{
+    char mine[DS_WORLD_HOST] = "";
+    if (gethostname(mine, sizeof mine - 1) != 0)
+        snprintf(mine, sizeof mine, "(unnamed)");
+    w->hosts = calloc((size_t)w->size, DS_WORLD_HOST);
+    w->devices = calloc((size_t)w->size, sizeof *w->devices);
+    if (!w->hosts || !w->devices)
+        return DS_FAIL(DS_ERR_MEM, "host names of %d ranks", w->size);
+    DS_TRY(ds_world_check(MPI_Allgather(mine, DS_WORLD_HOST, MPI_CHAR, w->hosts, DS_WORLD_HOST,
+                                        MPI_CHAR, MPI_COMM_WORLD), "MPI_Allgather (host names)"));
+    DS_TRY(ds_world_check(MPI_Allgather(&w->device, 1, MPI_INT, w->devices, 1, MPI_INT,
+                                        MPI_COMM_WORLD), "MPI_Allgather (devices)"));
+    w->nodes = 0;
+    for (int r = 0; r < w->size; r++) {
+        int first = 1;
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(ds_world_host(w, q), ds_world_host(w, r)) != 0;
+        w->nodes += first;
+    }
+    return DS_OK;
+}
+
+const char *ds_world_host(const ds_world *w, int rank)
+{
+    return w->hosts && rank >= 0 && rank < w->size ? w->hosts + (size_t)rank * DS_WORLD_HOST : "?";
+}
+
+/* Appends to out [cap] at *len, never past cap. */
+static void put(char *out, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *out, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(out + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len += n > 0 ? (size_t)n : 0;
+}
+
+void ds_world_layout(const ds_world *w, int gpus_named, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    put(out, cap, &len, "%d node%s:", w->nodes, w->nodes == 1 ? "" : "s");
+    for (int r = 0; r < w->size; r++) {
+        const char *h = ds_world_host(w, r);
+        int first = 1;
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(ds_world_host(w, q), h) != 0;
+        if (!first)
+            continue;
+        int mine = 0;
+        for (int q = r; q < w->size; q++)
+            mine += !strcmp(ds_world_host(w, q), h);
+        put(out, cap, &len, "%s %s rank%s", r ? "," : "", h, mine > 1 ? "s" : "");
+        for (int q = r; q < w->size;) {   /* the host's ranks as ranges */
+            if (strcmp(ds_world_host(w, q), h)) {
+                q++;
+                continue;
+            }
+            int e = q;
+            while (e + 1 < w->size && !strcmp(ds_world_host(w, e + 1), h))
+                e++;
+            put(out, cap, &len, q == e ? " %d" : " %d-%d", q, e);
+            q = e + 1;
+        }
+        int gpus = 0;
+        for (int q = r; q < w->size; q++)
+            gpus += gpus_named && !strcmp(ds_world_host(w, q), h) && w->devices[q] >= 0;
+        if (gpus) {
+            put(out, cap, &len, " (GPU%s", gpus > 1 ? "s" : "");
+            for (int q = r, k = 0; q < w->size; q++)
+                if (!strcmp(ds_world_host(w, q), h) && w->devices[q] >= 0)
+                    put(out, cap, &len, "%s%d", k++ ? "," : " ", w->devices[q]);
+            put(out, cap, &len, ")");
+        }
+    }
+    if (len >= cap && cap > 4)
+        memcpy(out + cap - 4, "...", 4);
+}
+
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
 {
     memset(w, 0, sizeof *w);
@@ -277,12 +371,14 @@ ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s)
     MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(w->grad_comm, MPI_ERRORS_RETURN);
     ds_log_set_print_rank(w->rank);
+    DS_TRY(gather_hosts(w));
     w->timeout_s = timeout_s;
     wd.main_thread = pthread_self();
     wd.rank = w->rank;
     wd.timeout_s = timeout_s;
     wd.stop = 0;
     wd.size = w->size;
+    wd.hosts = w->hosts;
     if (timeout_s > 0 && w->size > 1) {
         DS_TRY(ds_world_check(MPI_Comm_dup(MPI_COMM_WORLD, &wd.roll), "MPI_Comm_dup"));
         MPI_Comm_set_errhandler(wd.roll, MPI_ERRORS_RETURN);
@@ -310,6 +406,11 @@ void ds_world_finalize(ds_world *w)
         MPI_Comm_free(&w->grad_comm);
     if (w->node_comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->node_comm);
+    wd.hosts = NULL;
+    free(w->hosts);
+    free(w->devices);
+    w->hosts = NULL;
+    w->devices = NULL;
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -319,7 +420,8 @@ void ds_world_finalize(ds_world *w)
 
 void ds_world_abort(ds_world *w, const char *why)
 {
-    fprintf(stderr, "dstrain: rank %d: %s; ending the job\n", w->rank, why);
+    fprintf(stderr, "dstrain: rank %d on %s: %s; ending the job\n", w->rank,
+            ds_world_host(w, w->rank), why);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);

@@ -18,12 +18,27 @@ typedef struct {
     MPI_Comm grad_comm;           /* the gradient reduction thread's collectives */
     MPI_Comm node_comm;           /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
     double timeout_s;             /* watchdog: longest wait on other ranks, <= 0: none */
+    char *hosts;                  /* [size][DS_WORLD_HOST] every rank's host name, gathered
+                                   * at init: messages name the host beside the rank */
+    int *devices;                 /* [size] every rank's device (-1: none) */
+    int nodes;                    /* distinct host names */
 } ds_world;
+
+/* Bytes of one host name in ds_world.hosts, its NUL included (a longer
+ * name is cut). */
+#define DS_WORLD_HOST 64
 
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE), ranks, the device for visible_gpus
  * GPUs (ds_device_bind; local rank 0 of each node prints its warning once),
  * and the watchdog thread. Sets the print rank. */
 ds_status ds_world_init(ds_world *w, int visible_gpus, double timeout_s);
+/* The host rank runs on ("?" before init or for a rank out of range). */
+const char *ds_world_host(const ds_world *w, int rank);
+/* The ranks' layout over the nodes, once, for the run's start: "2 nodes:
+ * node1 ranks 0-1 (GPUs 0,1), node2 ranks 2-3 (GPUs 0,1)" (gpus_named 0, a
+ * CPU run: no GPUs named), hosts in the order of their first rank, written
+ * into out [cap]. */
+void ds_world_layout(const ds_world *w, int gpus_named, char *out, size_t cap);
 /* Frees the communicators, stops the watchdog, MPI_Finalize. Safe twice. */
 void ds_world_finalize(ds_world *w);
 /* Ends every rank now (MPI_Abort) after printing why: for failures that
