@@ -333,8 +333,8 @@ static ds_status verdict(char **recs, const ds_world *w, char *list, size_t cap)
         }
     }
     return DS_FAIL(DS_ERR_ARG, "the ranks were started with different options: %s%s. Give every "
-                   "rank the same options and data (rank %d of %d refuses the run, as each rank "
-                   "does)", why, more, w->rank, w->size);
+                   "rank the same options and data (all %d ranks refuse the run; rank 0 says so "
+                   "for them)", why, more, w->size);
 }
 
 ds_status ds_rank_agree_train(const run_state *r)

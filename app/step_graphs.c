@@ -24,7 +24,7 @@ struct ds_step_graphs {
     held_graph *held;        /* [cap], the first `n_held` in use */
     int n_held;
     ds_step_shape *failed;   /* [max_failed], the first `n_failed` in use */
-    int n_failed;
+    int n_failed, failed_next;
     ds_step_shape seen[SEEN_MAX];   /* shapes run once, uncaptured: the next is captured */
     int n_seen, seen_next;          /* in use; where the next goes once all are */
     long clock;
@@ -93,8 +93,13 @@ static int warmed(ds_step_graphs *g, ds_step_shape sh)
         return 1;
     if (g->n_seen < SEEN_MAX)
         g->seen[g->n_seen++] = sh;
-    else
-        g->seen[g->seen_next++ % SEEN_MAX] = sh;   /* the oldest forgotten: warmed again later */
+    else {   /* the oldest forgotten: it runs a first step again when it comes back */
+        if (g->seen_next == 0)
+            ds_log_print("--cuda-graphs: more than %d batch shapes: a shape forgotten before it "
+                         "comes back is never captured (--bucket-frames keeps the shapes few)\n",
+                         SEEN_MAX);
+        g->seen[g->seen_next++ % SEEN_MAX] = sh;
+    }
     return 0;
 }
 
@@ -121,42 +126,56 @@ static void mark_failed(ds_step_graphs *g, ds_step_shape sh, const char *why)
                  why);
     if (g->n_failed < g->max_failed)
         g->failed[g->n_failed++] = sh;
+    else if (g->max_failed > 0)   /* the oldest forgotten: tried (and said) again if it comes back */
+        g->failed[g->failed_next++ % g->max_failed] = sh;
     g->st.failed_shapes++;
 }
 
+/* Whether a failure of the step inside a capture is the capture's (a call
+ * refused while capturing, a library that cannot be captured): the shape
+ * then runs uncaptured. Others (bad data, no memory) are the step's own, and
+ * the uncaptured step would fail the same way: they are returned. */
+static int capture_failure(ds_status st) { return st == DS_ERR_UNSUPPORTED || st == DS_ERR_BACKEND; }
+
 /* queue(user) captured into a graph for sh, held; NULL with *why set when
- * the capture failed (nothing of it ran). */
+ * the capture failed (nothing of it ran). A failure of the step that is
+ * not the capture's is returned, the capture ended and dropped. */
 static ds_status capture(ds_step_graphs *g, ds_step_shape sh, ds_status (*queue)(void *),
                          void *user, held_graph **out, char *why, size_t why_size)
 {
     *out = NULL;
     ds_status st = g->be->capture_begin(g->ctx);
-    if (st == DS_OK) {
-        const ds_status qst = queue(user);
-        if (qst != DS_OK) {   /* the innermost failure's message: the call that was refused */
-            snprintf(why, why_size, "%s", ds_status_last_error());
-            ds_status_clear_error();
-        }
-        ds_graph *graph = NULL;
-        size_t bytes = 0;
-        st = g->be->capture_end(g->ctx, &graph, &bytes);   /* ends it, whatever queue did */
-        if (st == DS_OK && qst == DS_OK) {
-            held_graph *h = make_room(g);
-            *h = (held_graph){.sh = sh, .graph = graph, .bytes = bytes};
-            g->st.captures++;
-            g->st.bytes += bytes;
-            if (g->st.bytes > g->st.bytes_peak)
-                g->st.bytes_peak = g->st.bytes;
-            *out = h;
-            return DS_OK;
-        }
-        if (st == DS_OK)   /* queue failed but the backend made a graph of the rest */
-            g->be->graph_destroy(g->ctx, graph);
-        if (qst != DS_OK)
-            return DS_OK;   /* why holds queue's message */
+    if (st != DS_OK) {
+        snprintf(why, why_size, "%s", ds_status_last_error());
+        ds_status_clear_error();
+        return DS_OK;
     }
-    snprintf(why, why_size, "%s", ds_status_last_error());
-    ds_status_clear_error();
+    const ds_status qst = queue(user);
+    if (qst != DS_OK) {
+        char msg[512];   /* the innermost failure's message: the call that was refused */
+        snprintf(msg, sizeof msg, "%s", ds_status_last_error());
+        ds_status_clear_error();
+        (void)g->be->capture_end(g->ctx, NULL, NULL);   /* ended, dropped, nothing made */
+        ds_status_clear_error();
+        if (!capture_failure(qst))
+            return DS_FAIL(qst, "%s", msg);
+        snprintf(why, why_size, "%s", msg);
+        return DS_OK;
+    }
+    ds_graph *graph = NULL;
+    size_t bytes = 0;
+    if (g->be->capture_end(g->ctx, &graph, &bytes) != DS_OK) {
+        snprintf(why, why_size, "%s", ds_status_last_error());
+        ds_status_clear_error();
+        return DS_OK;
+    }
+    held_graph *h = make_room(g);
+    *h = (held_graph){.sh = sh, .graph = graph, .bytes = bytes};
+    g->st.captures++;
+    g->st.bytes += bytes;
+    if (g->st.bytes > g->st.bytes_peak)
+        g->st.bytes_peak = g->st.bytes;
+    *out = h;
     return DS_OK;
 }
 

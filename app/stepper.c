@@ -104,6 +104,7 @@ static ds_status upload(ds_stepper *s, const ds_batch *b, double lr)
     if (b->n_global > 0)   /* BatchNorm counts and the loss norm span every rank */
         DS_TRY(ds_model_set_global_batch(s->m, b->global_lengths, b->n_global));
     DS_TRY(ds_optim_set_lr(s->o, lr));
+    DS_TRY(ds_model_train_batch_ok(s->m));   /* a replay makes no check of its own */
     return ds_model_zero_grad(s->m);
 }
 

@@ -63,7 +63,10 @@ static ds_status open_backend(run_state *r)
     if (!r->m.be)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--device %s: %s", o->device, ds_backend_missing(o->device));
     const int device = o->world && o->world->device > 0 ? o->world->device : 0;   /* -1: CPU */
-    DS_TRY(r->m.be->ctx_create(device, &o->compute, &r->m.ctx));
+    ds_ctx_opts compute = o->compute;
+    if (r->ranks.ranks > 1)   /* steps are not captured across ranks (stepper.h): no padded RNN for nothing */
+        compute.capturable = 0;
+    DS_TRY(r->m.be->ctx_create(device, &compute, &r->m.ctx));
     return bind_cpus(r, device);
 }
 

@@ -8,7 +8,8 @@
  * and uploaded at once, so that its first replay costs what later ones do;
  * the device memory that takes is measured around it (cudaMemGetInfo, the
  * device's whole use: another context allocating at that moment would be
- * counted, which start-up order makes unlikely). */
+ * counted, which start-up order makes unlikely; and the driver's granules
+ * make it an estimate, to about 2 MiB). */
 #include <cstdlib>
 
 #include "cuda_ctx.h"
@@ -42,7 +43,6 @@ static ds_status graph_instantiate(ds_ctx *c, cudaGraph_t g, ds_graph *out, size
     DS_TRY(graph_used(&before));
     const cudaError_t e = cudaGraphInstantiateWithFlags(&out->exec, g, 0);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError();
         out->exec = nullptr;
         return DS_FAIL(DS_ERR_UNSUPPORTED, "the captured step (%zu operations) could not be "
                        "instantiated: %s", out->nodes, cudaGetErrorString(e));
@@ -56,15 +56,21 @@ static ds_status graph_instantiate(ds_ctx *c, cudaGraph_t g, ds_graph *out, size
 
 ds_status ds_cuda_capture_end(ds_ctx *c, ds_graph **out, size_t *bytes)
 {
-    *out = nullptr;
-    *bytes = 0;
-    DS_CUDA(cudaSetDevice(c->device));
+    if (out)
+        *out = nullptr;
+    if (bytes)
+        *bytes = 0;
+    /* the capture ends first, whatever else fails: a stream left capturing
+     * would record every later op instead of running it */
+    (void)cudaSetDevice(c->device);
     cudaGraph_t g = nullptr;
     const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-    if (e != cudaSuccess || !g) {
-        (void)cudaGetLastError();   /* not left behind for the eager step's launch checks */
+    if (e != cudaSuccess || !g || !out) {
+        (void)cudaGetLastError();   /* not left behind for the uncaptured step's launch checks */
         if (g)
             (void)cudaGraphDestroy(g);
+        if (!out && e == cudaSuccess)
+            return DS_OK;   /* discarded, as asked */
         return DS_FAIL(DS_ERR_UNSUPPORTED, "the capture ended as %s (%s): a call inside it "
                        "cannot be captured", cudaGetErrorName(e), cudaGetErrorString(e));
     }
@@ -72,6 +78,7 @@ ds_status ds_cuda_capture_end(ds_ctx *c, ds_graph **out, size_t *bytes)
     ds_status st = gr ? graph_instantiate(c, g, gr, bytes) : DS_FAIL(DS_ERR_MEM, "graph");
     (void)cudaGraphDestroy(g);   /* the executable graph is a copy */
     if (st != DS_OK) {
+        (void)cudaGetLastError();   /* a failed upload's error is this capture's, said here */
         if (gr && gr->exec)
             (void)cudaGraphExecDestroy(gr->exec);
         free(gr);
@@ -83,6 +90,7 @@ ds_status ds_cuda_capture_end(ds_ctx *c, ds_graph **out, size_t *bytes)
 
 ds_status ds_cuda_graph_launch(ds_ctx *c, ds_graph *g)
 {
+    DS_CUDA(cudaSetDevice(c->device));
     DS_CUDA(cudaGraphLaunch(g->exec, c->stream));
     return DS_OK;
 }

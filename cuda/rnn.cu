@@ -865,12 +865,13 @@ ds_status cuda_rnn_plan(ds_ctx *c, const ds_rnn_desc *d, ds_rnn_plan **plan,
     /* The capturable path computes the padding frames' states too (their
      * gradients are exactly zero while the states stay finite). A ReLU
      * cell's state is unbounded: over a long padding tail it can overflow
-     * 16 bits, and 0 x inf would then put NaN into the weight gradient,
-     * skipping step after step. Tanh, GRU and LSTM states stay in [-1, 1]. */
-    if (c->opts.capturable && d->cell == DS_CELL_RNN_RELU && sizeof(T) == 2)
+     * (16 bits soon, FP32 with a recurrent gain past about 2), and 0 x inf
+     * then puts NaN into the weight gradient, skipping step after step.
+     * Tanh, GRU and LSTM states stay bounded. */
+    if (c->opts.capturable && d->cell == DS_CELL_RNN_RELU)
         return DS_FAIL(DS_ERR_UNSUPPORTED, "--cuda-graphs runs a recurrent layer over its padding "
-                       "frames too, where a ReLU cell's 16-bit state can overflow: use --precision fp32 "
-                       "for ReLU recurrent layers with --cuda-graphs, or leave --cuda-graphs out");
+                       "frames too, where a ReLU cell's unbounded state can overflow: ReLU recurrent "
+                       "layers run without --cuda-graphs");
     ds_rnn_plan *p = (ds_rnn_plan *)calloc(1, sizeof *p);
     if (!p)
         return DS_FAIL(DS_ERR_MEM, "rnn plan");

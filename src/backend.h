@@ -542,9 +542,12 @@ typedef struct ds_backend {
      * memory of its own, to launch any number of times. A call inside that
      * cannot be captured fails there (its status says which); capture_end
      * must still be called, and then fails with DS_ERR_UNSUPPORTED saying
-     * why, the context as before the capture and nothing of it run. The
-     * graph reads and writes the addresses its ops were given when it was
-     * captured, and every host argument as it was then. */
+     * why, the context as before the capture and nothing of it run. out
+     * NULL: the capture is ended and discarded (after a call inside it
+     * failed), nothing instantiated. The graph reads and writes the
+     * addresses its ops were given when it was captured, and every host
+     * argument as it was then. *bytes is an estimate (the device's free
+     * memory before and after). */
     ds_status (*capture_begin)(ds_ctx *);
     ds_status (*capture_end)(ds_ctx *, ds_graph **out, size_t *bytes);
     /* Queued: one replay of g on ctx, ordered with the context's other work. */

@@ -155,6 +155,12 @@ void ds_model_set_loss_scale(ds_model *m, const void *scale);
  * (ds_ctx_opts.capturable: the GPU's recurrent layers). */
 void ds_model_set_capturable(ds_model *m, int on);
 
+/* The host's checks of a training step on the batch set (BatchNorm's
+ * counts of 2 or more, dropout's step set before the batch): the forward
+ * makes them too, but a replayed step (a CUDA Graph) runs no forward on the
+ * host, so the stepper makes them with every upload. */
+ds_status ds_model_train_batch_ok(const ds_model *m);
+
 /* ---- inspection (host copies; for tests, checkpoints, decoding) ---- */
 int ds_model_n_params(const ds_model *m);
 const ds_tensor *ds_model_param(const ds_model *m, int i);

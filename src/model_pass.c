@@ -274,6 +274,17 @@ static ds_status drop_step_ok(const ds_model *m)
     return DS_OK;
 }
 
+ds_status ds_model_train_batch_ok(const ds_model *m)
+{
+    DS_TRY(drop_step_ok(m));
+    for (int i = 0; i < m->cfg.n_conv; i++)   /* every conv layer has its BatchNorm */
+        DS_TRY(bn_count_ok(m, DS_M_COUNT + i + 1));
+    int seq_bn = m->cfg.out_bn;
+    for (int j = 0; j < m->cfg.rnn_layers; j++)
+        seq_bn |= m->rnn[j].has_bn;
+    return seq_bn ? bn_count_ok(m, DS_M_SEQ_COUNT) : DS_OK;
+}
+
 ds_status ds_model_forward(ds_model *m, int train)
 {
     if (train)

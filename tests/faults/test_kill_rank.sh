@@ -114,7 +114,7 @@ for k in $(seq 1 $reps); do
   if [ "$took" -le $bound_ms ]; then ok
   else bad "rep $k: took $secs s, over the bound of $((bound_ms / 1000)) s (--timeout $wd_timeout)"; fi
   # the message that names the killed rank: the launcher's or our watchdog's
-  msg=$(grep -E "rank $r (with PID [0-9]+ )?(on node [^ ]+ )?exited on signal 9|rank $r does not answer" "$out" | head -2)
+  msg=$(grep -E "rank $r (with PID [0-9]+ )?(on node [^ ]+ )?exited on signal 9|rank $r on [^ ]+ does not answer" "$out" | head -2)
   if [ -n "$msg" ]; then ok; sed 's/^/  /' <<<"$msg"
   else bad "rep $k: no message names rank $r: $(grep -v '^step' "$out" | tail -8)"; fi
   grep -h "^dstrain: rank" "$out" | head -3 | sed 's/^/  /'

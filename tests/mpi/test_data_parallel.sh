@@ -106,10 +106,10 @@ DSTRAIN_FAULT=hang:1:3 timeout 120 mpiexec -np 2 "$bin" train --model tiny --syn
   --max-frames 120 --print-every 0 --timeout 5 >"$work/hang.out" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 40 ]; then ok; else bad "hang: status $rc after ${took}s"; fi
-grep -q "rank 0 waited .* for the other ranks (--timeout 5)" "$work/hang.out" && ok \
+grep -q "rank 0 on [^ ]* waited .* for the other ranks (--timeout 5)" "$work/hang.out" && ok \
   || bad "watchdog message missing: $(tail -5 "$work/hang.out")"
 # ... and the rank that hangs: alive (its watchdog answers the roll call) but not waiting
-grep -q "rank 1 answers but is not waiting on the others" "$work/hang.out" && ok \
+grep -q "rank 1 on [^ ]* answers but is not waiting on the others" "$work/hang.out" && ok \
   || bad "the hanging rank is not named: $(grep 'dstrain: rank 0' "$work/hang.out")"
 grep -h "dstrain: rank 0 waited" "$work/hang.out"
 

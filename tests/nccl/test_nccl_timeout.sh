@@ -30,7 +30,7 @@ stall() {
   if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then ok; else bad "$mode: status $rc"; fi
   # start-up and two steps take a few seconds; the stall then ends within 5 s + teardown
   if [ $took -lt 90000 ]; then ok; else bad "$mode: took $took ms"; fi
-  if grep -Eq "rank 0 waited [0-9]+ s in the NCCL allreduce of $op .*for the other ranks \(--timeout 5\)" \
+  if grep -Eq "rank 0 on [^ ]+ waited [0-9]+ s in the NCCL allreduce of $op .*for the other ranks \(--timeout 5\)" \
        "$out"; then ok; else bad "$mode: no message naming rank 0, $op and the operation"; fi
   grep -q "aborting the NCCL communicator and ending the job" "$out" && ok || bad "$mode: no abort message"
   grep -q "rank 1 stops taking part at step 2" "$out" && ok || bad "$mode: the stall did not happen"

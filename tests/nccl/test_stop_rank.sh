@@ -56,12 +56,12 @@ tail -4 "$work/out"
 if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then ok; else bad "status $rc"; fi
 if [ $took -lt $(( (limit + slack) * 1000 )) ]; then ok; else bad "took $took ms (--timeout $limit)"; fi
 # rank 0 names itself, what it waited in, and the timeout
-if grep -Eq "rank 0 waited [0-9]+ s in .+ for the other ranks \(--timeout $limit\)" "$work/out"; then ok
+if grep -Eq "rank 0 on [^ ]+ waited [0-9]+ s in .+ for the other ranks \(--timeout $limit\)" "$work/out"; then ok
 else bad "no message naming rank 0's wait: $(tail -3 "$work/out")"; fi
-grep -Eo "rank 0 waited [0-9]+ s in [^(]+" "$work/out" | head -1
+grep -Eo "rank 0 on [^ ]+ waited [0-9]+ s in [^(]+" "$work/out" | head -1
 # ... and the rank that is stuck: frozen, its watchdog does not answer the roll call
 if [ "$transport" = mpi ]; then
-  if grep -q "rank 1 does not answer" "$work/out"; then ok
+  if grep -Eq "rank 1 on [^ ]+ does not answer" "$work/out"; then ok
   else bad "the stopped rank is not named: $(grep 'dstrain: rank 0' "$work/out")"; fi
 fi
 if [ "$transport" = nccl ]; then
