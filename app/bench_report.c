@@ -271,6 +271,35 @@ static void add_described(cJSON *obj, const char *lines)
     }
 }
 
+void ds_bench_cpu_model(char *out, size_t size)
+{
+    first_line("/proc/cpuinfo", "model name", out, size);
+}
+
+void ds_bench_env_add_nodes(cJSON *env, const char *hosts, const char *cpus, int n)
+{
+    cJSON *nodes = cJSON_AddArrayToObject(env, "nodes");
+    int count = 0;
+    for (int r = 0; r < n; r++) {
+        const char *h = hosts + (size_t)r * DS_BENCH_HOST;
+        int first = 1;
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(hosts + (size_t)q * DS_BENCH_HOST, h) != 0;
+        if (!first)
+            continue;
+        count++;
+        cJSON *node = cJSON_CreateObject();
+        cJSON_AddStringToObject(node, "host", h);
+        cJSON_AddStringToObject(node, "cpu", cpus + (size_t)r * DS_BENCH_CPU);
+        cJSON *ranks = cJSON_AddArrayToObject(node, "ranks");
+        for (int q = r; q < n; q++)
+            if (!strcmp(hosts + (size_t)q * DS_BENCH_HOST, h))
+                cJSON_AddItemToArray(ranks, cJSON_CreateNumber(q));
+        cJSON_AddItemToArray(nodes, node);
+    }
+    cJSON_AddNumberToObject(env, "node_count", count);
+}
+
 cJSON *ds_bench_env_json(int argc, char **argv, const char *device)
 {
     cJSON *env = cJSON_CreateObject();

@@ -16,6 +16,16 @@ cJSON *ds_bench_result_json(const ds_bench_cfg *c, const ds_bench_result *r);
 void ds_bench_set_peak(cJSON *o, double peak, const char *how);
 /* Host, CPU, threads, the device, library versions, git revision, command, date. */
 cJSON *ds_bench_env_json(int argc, char **argv, const char *device);
+
+/* Bytes of one rank's host name and CPU model in ds_bench_env_add_nodes. */
+#define DS_BENCH_HOST 64
+#define DS_BENCH_CPU 128
+/* This machine's CPU model ("model name" of /proc/cpuinfo; "" if none). */
+void ds_bench_cpu_model(char *out, size_t size);
+/* env.nodes: one object per distinct host of hosts [n][DS_BENCH_HOST]
+ * (every rank's), in the order of its first rank, with that rank's CPU
+ * model (cpus [n][DS_BENCH_CPU]) and its ranks; env.node_count. */
+void ds_bench_env_add_nodes(cJSON *env, const char *hosts, const char *cpus, int n);
 const char *ds_bench_precision_name(ds_dtype t);
 
 void ds_bench_table_head(FILE *f);

@@ -478,6 +478,8 @@ typedef struct {
     double cpu_peak[2];           /* sgemm, dgemm; 0: not yet measured */
     char cpu_how[2][160];
     int rank;
+    char *hosts, *cpus;           /* rank 0: [ranks][DS_BENCH_HOST], [ranks][DS_BENCH_CPU] */
+    int ranks;
 } sweep;
 
 /* The CPU's GEMM rate, measured once per run in this process (the children
@@ -544,14 +546,44 @@ static int launched(void)
            getenv("PMI_SIZE");
 }
 
+/* Every rank's host and CPU model, on rank 0 (w->hosts, w->cpus): the
+ * results say which machines they were measured on. world NULL: this one. */
+static ds_status gather_nodes(sweep *w, const ds_world *world)
+{
+    char host[DS_BENCH_HOST] = "", cpu[DS_BENCH_CPU] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "unknown");
+    ds_bench_cpu_model(cpu, sizeof cpu);
+    w->ranks = world ? world->size : 1;
+    if (w->rank == 0) {
+        w->hosts = calloc((size_t)w->ranks, DS_BENCH_HOST);
+        w->cpus = calloc((size_t)w->ranks, DS_BENCH_CPU);
+        if (!w->hosts || !w->cpus)
+            return DS_FAIL(DS_ERR_MEM, "host names of %d ranks", w->ranks);
+    }
+    if (!world) {
+        memcpy(w->hosts, host, sizeof host);
+        memcpy(w->cpus, cpu, sizeof cpu);
+        return DS_OK;
+    }
+    DS_TRY(ds_world_check(MPI_Gather(host, DS_BENCH_HOST, MPI_CHAR, w->hosts, DS_BENCH_HOST, MPI_CHAR, 0,
+                                     world->comm), "MPI_Gather (host names)"));
+    return ds_world_check(MPI_Gather(cpu, DS_BENCH_CPU, MPI_CHAR, w->cpus, DS_BENCH_CPU, MPI_CHAR, 0,
+                                     world->comm), "MPI_Gather (CPU models)");
+}
+
 static int write_outputs(const bench_args *a, sweep *w)
 {
     ds_status st = DS_OK;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "tool", "dstrain bench");
     cJSON_AddNumberToObject(doc, "schema", 1);
-    if (!a->child_out)
-        cJSON_AddItemToObject(doc, "env", ds_bench_env_json(a->argc + 1, a->argv - 1, a->base.run.device));
+    if (!a->child_out) {
+        cJSON *env = ds_bench_env_json(a->argc + 1, a->argv - 1, a->base.run.device);
+        if (w->hosts)
+            ds_bench_env_add_nodes(env, w->hosts, w->cpus, w->ranks);
+        cJSON_AddItemToObject(doc, "env", env);
+    }
     cJSON_AddItemReferenceToObject(doc, "results", w->results);
     if (a->child_out)
         st = ds_bench_write_json(a->child_out, doc);
@@ -588,6 +620,13 @@ int ds_cli_bench(int argc, char **argv)
         }
     }
     sweep w = {.results = cJSON_CreateArray(), .rank = mpi ? world.rank : 0};
+    if (gather_nodes(&w, mpi ? &world : NULL) != DS_OK) {
+        cJSON_Delete(w.results);
+        rc = ds_cli_fail("bench", DS_ERR_MPI);
+        if (mpi)
+            ds_world_abort(&world, "bench failed (see above)");
+        return rc;
+    }
     const int configs = (a.batch_max ? 2 : a.n_batches) * a.n_precs * a.n_modes;
     const int spawn = !mpi && !a.child_out && configs > 1;
     if (w.rank == 0 && !a.child_out) {
@@ -614,6 +653,8 @@ int ds_cli_bench(int argc, char **argv)
             rc = write_outputs(&a, &w);
     }
     cJSON_Delete(w.results);
+    free(w.hosts);
+    free(w.cpus);
     if (mpi) {
         if (rc && world.size > 1 && !ds_rank_agree_refused())   /* refused by all: none waits */
             ds_world_abort(&world, "bench failed (see above)");

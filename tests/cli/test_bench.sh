@@ -115,6 +115,10 @@ mpiexec -np 2 "$bin" bench --model tiny --max-frames 200 --batch 2 --warmup 1 --
   bad "mpiexec -np 2 bench: $(cat r.txt)"
 [ "$(field r.json "(r['ranks'], r['global_batch'], r['status'])")" = "(2, 4, 'ok')" ] && ok ||
   bad "2 ranks: $(field r.json "(r['ranks'], r['global_batch'], r['status'])")"
+# ... and the machines they ran on: every node's host and CPU, its ranks
+want="(1, '$(hostname)', [0, 1], True)"
+got=$(field r.json "(d['env']['node_count'], d['env']['nodes'][0]['host'], d['env']['nodes'][0]['ranks'], len(d['env']['nodes'][0]['cpu']) > 0 or 'model name' not in open('/proc/cpuinfo').read())")
+[ "$got" = "$want" ] && ok || bad "2 ranks' nodes: $got, expected $want"
 
 # 7. bad input is refused with a message naming the flag
 run --batch 0 2>e.txt >/dev/null; [ $? -eq 2 ] && grep -q -- "--batch" e.txt && ok || bad "--batch 0 accepted"
