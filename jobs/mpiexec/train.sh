@@ -86,6 +86,9 @@ args+=("${extra[@]}" "$@")
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 [ "${DSTRAIN_OVERSUBSCRIBE:-1}" = 1 ] && export OMPI_MCA_rmaps_base_oversubscribe=1
+# a node that vanishes ends the job (Open MPI's keepalive on its daemons' channel)
+. "$repo/jobs/lib/ompi_multinode.sh"
+ompi_multinode_env
 if [ -z "${OPENBLAS_NUM_THREADS:-}" ]; then
   per=$(($(nproc) / ntasks))
   export OPENBLAS_NUM_THREADS=$((per > 0 ? per : 1))
