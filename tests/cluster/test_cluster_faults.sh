@@ -35,11 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../jobs/lib/ompi_multinode.sh
 . "$here/../../jobs/lib/ompi_multinode.sh"
 cluster_check || exit 77
-rm -rf "$work" && mkdir -p "$work" && work=$(cd "$work" && pwd -P)
-case $work/ in
-  /tmp/*|/dev/shm/*) echo "skipped: the work folder $work is under /tmp or /dev/shm, which the nodes do not share"; exit 77 ;;
-esac
-cd "$work" || exit 1
+cluster_workdir "$work" || exit 77
 t0=$(date +%s.%N)
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 if [ -n "${DSTRAIN_TEST_NO_KEEPALIVE:-}" ]; then
@@ -50,24 +46,12 @@ fi
 export SIM_CLUSTER_TIMEOUT=60
 
 cluster_up 2 "$work/cluster" || { bad "cluster_up failed"; exit 1; }
-holder() { awk -v r="$1" '$1 == r { print $2 }' "$SIM_CLUSTER_DIR/nodes"; }
-# node_procs NODE [PATTERN]: pids of the processes in NODE's network namespace
-# (its holder aside) whose command line matches PATTERN
-node_procs() {
-  local h net p
-  h=$(holder "$1"); net=$(readlink "/proc/$h/ns/net")
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    [ "$p" != "$h" ] && [ "$(readlink "/proc/$p/ns/net" 2>/dev/null)" = "$net" ] && running "$p" &&
-      tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "${2:-}" && echo "$p"
-  done
-}
 # leftovers: what the job left on the nodes (processes, session folders, shared memory)
 leftovers() {
   local n h
   for n in node1 node2; do
-    h=$(holder "$n")
-    for p in $(node_procs "$n"); do echo "$n: process $p $(cat "/proc/$p/comm" 2>/dev/null)"; done
+    h=$(cluster_holder "$n")
+    for p in $(cluster_procs "$n"); do echo "$n: process $p $(cat "/proc/$p/comm" 2>/dev/null)"; done
     # shellcheck disable=SC2012
     ls -d "/proc/$h/root/tmp/"ompi.* "/proc/$h/root/dev/shm/"* 2>/dev/null | sed "s|/proc/$h/root|$n: |"
   done
@@ -81,7 +65,7 @@ fault() {
   cluster_mpiexec -np 4 "$bin" "${train[@]}" --timeout "$timeout" >"$work/$c.out" 2>&1 &
   job=$!
   for ((i = 0; i < 600; i++)); do grep -q '^step ' "$work/$c.out" && break; sleep 0.1; done
-  read -r -a ranks <<<"$(node_procs node2 "dstrain train" | tr '\n' ' ')"
+  read -r -a ranks <<<"$(cluster_procs node2 "dstrain train" | tr '\n' ' ')"
   if [ "${#ranks[@]}" -ne 2 ]; then
     bad "$c: the job does not train on node2 (ranks there: ${ranks[*]:-none}): $(tail -5 "$work/$c.out")"
     kill "$job"; wait "$job"; return
@@ -90,7 +74,7 @@ fault() {
   case $c in
     kill) kill -KILL "${ranks[@]}" ;;
     stop) kill -STOP "${ranks[@]}" ;;
-    link) nsenter -t "$(holder node2)" -n ip link set eth0 down ;;
+    link) nsenter -t "$(cluster_holder node2)" -n ip link set eth0 down ;;
   esac
   rc=0; wait "$job" || rc=$?
   took=$(secs "$tf")
@@ -109,7 +93,7 @@ fault() {
 fault kill 6 15
 fault stop 6 $((6 + 15))
 fault link $((OMPI_NODE_LOST_S + 10)) $((OMPI_NODE_LOST_S + 15))
-nsenter -t "$(holder node2)" -n ip link set eth0 up
+nsenter -t "$(cluster_holder node2)" -n ip link set eth0 up
 
 # a checkpoint folder in each node's own /tmp: refused naming node2's ranks, once
 tc=$(date +%s.%N)
