@@ -26,8 +26,8 @@
 # lost daemon (to end the job after a rank's watchdog called MPI_Abort), TCP
 # retransmits for about 15 minutes instead (net.ipv4.tcp_retries2). So
 # --timeout must exceed OMPI_NODE_LOST_S by a margin (dstrain's default,
-# 300 s, does), or mpiexec may hang after the ranks have ended; the
-# launchers' guard (jobs/mpiexec/train.sh) ends mpiexec then.
+# 300 s, does), or mpiexec may hang after the ranks have ended (nothing
+# ends it then but a signal: tests/cluster/test_cluster_faults.sh shows it).
 #
 #   orte_abort_on_non_zero_status 1: one rank's failure ends the job (Open
 #   MPI's default, stated so a site's openmpi-mca-params.conf cannot turn it
