@@ -36,8 +36,15 @@
 #                      thread besides the main one), core, socket, numa
 #   DSTRAIN_OVERSUBSCRIBE  1 (default): more ranks than cores allowed
 #                      (OMPI_MCA_rmaps_base_oversubscribe=1); 0: Open MPI's default
-#   OPENBLAS_NUM_THREADS  BLAS threads per rank (default: cores / ranks on this machine, at least 1)
+#   OPENBLAS_NUM_THREADS  BLAS threads per rank (default: each node's cores / the ranks on
+#                      that node, at least 1, worked out on the node: jobs/lib/rank_threads.sh)
 #   OMP_NUM_THREADS    the CPU backend's threads per rank (default: OPENBLAS_NUM_THREADS)
+# Every DSTRAIN_*, OMP_* and OPENBLAS_* variable exported reaches every rank,
+# on every node (mpiexec -x). Open MPI's settings for several nodes come from
+# jobs/lib/ompi_multinode.sh (a lost node ends the job).
+# SIGTERM, SIGINT or SIGUSR1 to the script: the ranks checkpoint (given
+# --checkpoint-dir) and stop, and the script exits 75 (see the end). The
+# run's output is also in OUT/console.txt.
 # Open MPI may run as root (OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1).
 set -euo pipefail
 die() { echo "jobs/mpiexec/train.sh: $*" >&2; exit 1; }
@@ -86,25 +93,68 @@ args+=("${extra[@]}" "$@")
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 [ "${DSTRAIN_OVERSUBSCRIBE:-1}" = 1 ] && export OMPI_MCA_rmaps_base_oversubscribe=1
-if [ -z "${OPENBLAS_NUM_THREADS:-}" ]; then
-  per=$(($(nproc) / ntasks))
-  export OPENBLAS_NUM_THREADS=$((per > 0 ? per : 1))
-fi
-# the CPU backend's OpenMP loops share the cores the same way (libgomp
-# would start a thread per core in every rank)
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$OPENBLAS_NUM_THREADS}
+# a node that vanishes ends the job (Open MPI's keepalive on its daemons' channel)
+. "$repo/jobs/lib/ompi_multinode.sh"
+ompi_multinode_env
+# BLAS and OpenMP threads per rank: each node's cores divided by the ranks
+# on that node, worked out by each rank at its start (jobs/lib/rank_threads.sh)
+# unless OPENBLAS_NUM_THREADS is given (libgomp would start a thread per core
+# in every rank)
+threads=()
+if [ -z "${OPENBLAS_NUM_THREADS:-}" ]; then threads=("$repo/jobs/lib/rank_threads.sh")
+else export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$OPENBLAS_NUM_THREADS}; fi
 
 mpiexec=${MPIEXEC:-mpiexec}
 launch=("$mpiexec" -np "$ntasks" --bind-to "${DSTRAIN_BIND:-none}")
 [ -n "${HOSTFILE:-}" ] && launch+=(--hostfile "$HOSTFILE")
 [ -n "$gpn" ] && launch+=(--map-by "ppr:$gpn:node")
-# Open MPI passes only what -x names to ranks on other hosts
-grep -q "Open MPI" <<<"$("$mpiexec" --version 2>&1 || true)" && launch+=(-x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS)
+# Open MPI passes only what -x names to ranks on other hosts: every DSTRAIN_*
+# (DSTRAIN_CPU_ISA, DSTRAIN_BLAS_THREADS, ...), OMP_* and OPENBLAS_* variable
+# (4.1 says "mpiexec (OpenRTE) 4.1.4", 5.0 "mpiexec (Open MPI) 5.0.3")
+if grep -Eq "Open MPI|OpenRTE|open-mpi.org" <<<"$("$mpiexec" --version 2>&1 || true)"; then
+  for v in $(compgen -e | grep -E '^(DSTRAIN_|OMP_|OPENBLAS_)' || true); do launch+=(-x "$v"); done
+fi
 read -r -a extra <<<"${MPI_ARGS:-}"
 launch+=("${extra[@]}")
 
 {
   echo "$ntasks ranks${HOSTFILE:+ on the hosts of $HOSTFILE}, out: $out"
-  echo "command: ${launch[*]} $bin ${args[*]}"
+  echo "command: ${launch[*]} ${threads[*]} $bin ${args[*]}"
 } | tee "$out/command.txt"
-"${launch[@]}" "$bin" "${args[@]}"
+
+# SIGTERM, SIGINT or SIGUSR1 to this script: every rank finishes its step,
+# writes a checkpoint (with --checkpoint-dir) and exits 75, and so does this
+# script. mpiexec runs in a session of its own, so that a signal to this
+# script's process group (Ctrl-C, kill -- -PGID) does not reach it directly:
+# Open MPI 4.1's mpiexec, given SIGTERM or SIGINT, forwards it but ends
+# with 1 whatever the ranks did; given SIGUSR1 it forwards it and ends with
+# the ranks' 75. The script sends it SIGUSR1; should mpiexec still end with
+# another status, the ranks' outcome decides: rank 0's "stopped by ... after
+# step N" line in OUT/console.txt (the run's output, both streams) means 75.
+console=$out/console.txt
+: >"$console"
+# the tees ignore the signals (they are in this script's process group): the
+# ranks' last lines, after the signal, must still come through
+exec {tee_out}> >(trap '' TERM INT USR1; exec tee -a "$console") \
+     {tee_err}> >(trap '' TERM INT USR1; exec tee -a "$console" >&2)
+sessions=(); command -v setsid >/dev/null && sessions=(setsid)
+"${sessions[@]}" "${launch[@]}" "${threads[@]}" "$bin" "${args[@]}" </dev/null 1>&"$tee_out" 2>&"$tee_err" &
+pid=$!
+stopping=
+for sig in TERM INT USR1; do
+  # shellcheck disable=SC2064  # the signal's name is fixed now
+  trap "[ -z \"\$stopping\" ] && echo 'jobs/mpiexec/train.sh: SIG$sig: every rank checkpoints and stops' >&2
+        stopping=$sig; kill -USR1 $pid 2>/dev/null" "$sig"
+done
+while :; do
+  rc=0; wait "$pid" || rc=$?
+  kill -0 "$pid" 2>/dev/null || break   # a trap interrupted the wait: wait again
+done
+trap - TERM INT USR1
+exec {tee_out}>&- {tee_err}>&-
+wait   # the tees: the console is complete
+if [ -n "$stopping" ] && [ "$rc" -ne 75 ] && grep -q '^stopped by .* after step' "$console"; then
+  echo "jobs/mpiexec/train.sh: mpiexec ended with $rc, but the ranks stopped after SIG$stopping as asked: exit 75" >&2
+  rc=75
+fi
+exit "$rc"

@@ -10,3 +10,24 @@ add_test(NAME cluster_equiv
                  ${CMAKE_CURRENT_BINARY_DIR}/cluster_equiv ${DSTRAIN_PEER_PYTHON})
 set_tests_properties(cluster_equiv PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS cluster ENVIRONMENT
                      "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+
+# A node lost mid-training (its ranks killed or stopped, its link down) ends
+# the job, mpiexec included, within --timeout or Open MPI's keepalive plus a
+# margin, naming the rank or daemon on node2, with nothing left on the nodes;
+# a node-local checkpoint folder refused once, naming node2's ranks. Uses
+# jobs/lib/ompi_multinode.sh as the launchers do. About 50 s.
+add_test(NAME cluster_faults
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster/test_cluster_faults.sh $<TARGET_FILE:dstrain>
+                 ${CMAKE_CURRENT_BINARY_DIR}/cluster_faults)
+set_tests_properties(cluster_faults PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS cluster ENVIRONMENT
+                     "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+
+# jobs/mpiexec/train.sh on 2 nodes (MPIEXEC=cluster/mpiexec_on_cluster): BLAS
+# and OpenMP threads per node (its cores / its ranks), every DSTRAIN_*
+# variable on node2's ranks; SIGTERM to the launcher's process group and
+# SIGUSR1 to the launcher: a checkpoint, exit 75, no rank left. About 25 s.
+add_test(NAME cluster_launcher
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster/test_cluster_launcher.sh $<TARGET_FILE:dstrain>
+                 ${CMAKE_CURRENT_BINARY_DIR}/cluster_launcher)
+set_tests_properties(cluster_launcher PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS cluster ENVIRONMENT
+                     "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")

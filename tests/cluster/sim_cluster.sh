@@ -57,8 +57,16 @@
 #                           OMP_NUM_THREADS) reach every rank; nothing else of
 #                           the caller's environment does. Runs at most
 #                           SIM_CLUSTER_TIMEOUT seconds (default 300). The
-#                           working folder is kept (unless under /tmp: then /)
+#                           working folder is kept (unless under /tmp: then /).
+#                           CLUSTER_EXEC=1: as a launcher's mpiexec instead
+#                           (tests/cluster/mpiexec_on_cluster): the shell is
+#                           replaced by mpiexec (its pid, its signals), which
+#                           has the caller's whole environment; no -x, no
+#                           time limit
 #   cluster_nodes           the node names, one a line
+#   cluster_holder NODE     the pid holding NODE's namespaces
+#   cluster_procs NODE [PATTERN]  pids running in NODE (command line has PATTERN)
+#   cluster_workdir DIR     a test's work folder all nodes see: sets work, cd's there
 #   cluster_down            tears everything down (see above)
 
 SIM_CLUSTER_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -114,6 +122,35 @@ cluster_check() {
 }
 
 cluster_nodes() { awk '{ print $1 }' "${SIM_CLUSTER_DIR:?no cluster is up}/nodes"; }
+
+# cluster_holder NODE: the pid holding NODE's namespaces
+cluster_holder() { awk -v r="$1" '$1 == r { print $2 }' "${SIM_CLUSTER_DIR:?no cluster is up}/nodes"; }
+
+# cluster_procs NODE [PATTERN]: the processes running in NODE (its holder
+# aside) whose command line has PATTERN (grep), one pid a line
+cluster_procs() {
+  local h net p state
+  h=$(cluster_holder "$1"); net=$(_cluster_ns "$h" net) || return 1
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    if [ "$p" = "$h" ] || [ "$(_cluster_ns "$p" net)" != "$net" ]; then continue; fi
+    state=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] &&
+      tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "${2:-}" && echo "$p"
+  done
+  return 0
+}
+
+# cluster_workdir DIR: a test's work folder, emptied, all nodes see it (not
+# under /tmp or /dev/shm); sets work to its real path and cd's there, or
+# prints "skipped: WHY" and returns 1 (the test exits 77)
+cluster_workdir() {
+  rm -rf "$1" && mkdir -p "$1" && work=$(cd "$1" && pwd -P) || return 1
+  case $work/ in
+    /tmp/*|/dev/shm/*) echo "skipped: the work folder $work is under /tmp or /dev/shm, which the nodes do not share"; return 1 ;;
+  esac
+  cd "$work" || return 1
+}
 
 cluster_up() {
   local n=${1:?usage: cluster_up N DIR} dir=${2:-${SIM_CLUSTER_DIR:-}} real k pid role tag life
@@ -191,22 +228,26 @@ cluster_mpiexec() {
   hostfile=$dir/hostfile-$(IFS=-; echo "${slots[*]}")
   : >"$hostfile"
   for s in "${slots[@]}"; do k=$((k + 1)); echo "node$k slots=$s" >>"$hostfile"; done
+  case $(pwd -P)/ in /tmp/*|/dev/shm/*) wd=/ ;; esac
+  [ "$(id -u)" -eq 0 ] && xs+=(--allow-run-as-root)
+  # shellcheck disable=SC2054  # "self,vader,tcp" is one argument
+  local run=(mpiexec --hostfile "$hostfile" --mca plm rsh --mca plm_rsh_agent "$SIM_CLUSTER_HERE/node_rsh"
+             --mca oob_tcp_if_include "$SIM_CLUSTER_NET.0/24" --mca btl_tcp_if_include "$SIM_CLUSTER_NET.0/24"
+             --mca btl self,vader,tcp)
+  if [ -n "${CLUSTER_EXEC:-}" ]; then   # a launcher's mpiexec: its environment, its pid
+    exec nsenter -t "$head" -n -u -m --wd="$wd" env SIM_CLUSTER_DIR="$dir" "${run[@]}" "${xs[@]}" "$@"
+  fi
   # the caller's Open MPI settings, and CLUSTER_ENV's variables for every rank
   while IFS= read -r v; do envs+=("$v"); done < <(env | grep '^OMPI_')
   for v in ${CLUSTER_ENV-OPENBLAS_NUM_THREADS OMP_NUM_THREADS}; do
     [ -n "${!v+set}" ] && envs+=("$v=${!v}") && xs+=(-x "$v")
   done
   [ -n "${LD_LIBRARY_PATH:-}" ] && envs+=("LD_LIBRARY_PATH=$LD_LIBRARY_PATH")
-  case $(pwd -P)/ in /tmp/*|/dev/shm/*) wd=/ ;; esac
-  [ "$(id -u)" -eq 0 ] && xs+=(--allow-run-as-root)
   # in the background, waited for: a signal's trap (the test's end) runs at
   # once rather than when the job ends
   timeout -k 10 "${SIM_CLUSTER_TIMEOUT:-300}" \
     nsenter -t "$head" -n -u -m --wd="$wd" \
-    env -i PATH="$PATH" HOME="${HOME:-/}" SIM_CLUSTER_DIR="$dir" "${envs[@]}" \
-    mpiexec --hostfile "$hostfile" --mca plm rsh --mca plm_rsh_agent "$SIM_CLUSTER_HERE/node_rsh" \
-      --mca oob_tcp_if_include "$SIM_CLUSTER_NET.0/24" --mca btl_tcp_if_include "$SIM_CLUSTER_NET.0/24" \
-      --mca btl self,vader,tcp "${xs[@]}" "$@" &
+    env -i PATH="$PATH" HOME="${HOME:-/}" SIM_CLUSTER_DIR="$dir" "${envs[@]}" "${run[@]}" "${xs[@]}" "$@" &
   wait $!
 }
 

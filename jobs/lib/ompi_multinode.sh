@@ -1,0 +1,51 @@
+# shellcheck shell=bash
+# ompi_multinode.sh - Open MPI's settings for a job whose daemons run on
+# several nodes, sourced by the launchers that start them
+# (jobs/mpiexec/train.sh, jobs/slurm/train-mpirun.sbatch, and so the sweep's
+# mpirun jobs) and by tests/cluster. One place: change them here.
+#
+#   ompi_multinode_env      exports each setting as OMPI_MCA_NAME, unless the
+#                           caller's environment already sets that variable,
+#                           and sets OMPI_NODE_LOST_S: the longest a lost
+#                           node then takes to be noticed, in seconds
+#
+# Why. mpiexec (ORTE, Open MPI 4.1) talks to its daemon on every other node
+# over TCP (the out-of-band channel, "oob"); it has no heartbeat of its own.
+# When a node's network disappears (its link down, its packets dropped, the
+# machine gone without closing its sockets), nothing reaches mpiexec: the
+# ranks' watchdogs (--timeout) end the ranks that are left, yet mpiexec
+# waits for the lost daemon for ever. Linux's TCP keepalive, which Open MPI
+# turns on for the oob sockets, is what notices the silence, and its
+# defaults here (oob_tcp_keepalive_time 300 s, then 9 probes 20 s apart)
+# take 8 minutes. With these: a probe after 5 s of silence, 3 unanswered
+# probes 2 s apart, so a node is declared lost 6 to 11 s after it went
+# silent; mpiexec then ends the job ("ORTE has lost communication with a
+# remote daemon ... on node NODE") and its daemons clean their nodes.
+#
+# Keepalive runs only on an idle connection: once mpiexec has sent to the
+# lost daemon (to end the job after a rank's watchdog called MPI_Abort), TCP
+# retransmits for about 15 minutes instead (net.ipv4.tcp_retries2). So
+# --timeout must exceed OMPI_NODE_LOST_S by a margin (dstrain's default,
+# 300 s, does), or mpiexec may hang after the ranks have ended (nothing
+# ends it then but a signal: tests/cluster/test_cluster_faults.sh shows it).
+#
+#   orte_abort_on_non_zero_status 1: one rank's failure ends the job (Open
+#   MPI's default, stated so a site's openmpi-mca-params.conf cannot turn it
+#   off: the other ranks would wait in a collective until --timeout).
+
+OMPI_MULTINODE_SETTINGS=(
+  oob_tcp_keepalive_time=5
+  oob_tcp_keepalive_intvl=2
+  oob_tcp_keepalive_probes=3
+  orte_abort_on_non_zero_status=1
+)
+
+ompi_multinode_env() {
+  local kv name
+  for kv in "${OMPI_MULTINODE_SETTINGS[@]}"; do
+    name=OMPI_MCA_${kv%%=*}
+    [ -n "${!name:-}" ] || export "$name=${kv#*=}"
+  done
+  # shellcheck disable=SC2034,SC2154  # exported just above by name; read by the callers
+  OMPI_NODE_LOST_S=$((OMPI_MCA_oob_tcp_keepalive_time + OMPI_MCA_oob_tcp_keepalive_intvl * OMPI_MCA_oob_tcp_keepalive_probes))
+}
