@@ -6,6 +6,11 @@
 # them), FP64, tiny model, synthetic data, 5 steps, global batch 8:
 #  - ranks land where the hostfile says (2+2 on node1/node2, 2+1+1 on
 #    node1..node3), each node with its own /tmp;
+#  - the run's start names the layout once ("ranks on 2 nodes: node1 ranks
+#    0-1, node2 ranks 2-3");
+#  - the 2-node checkpoint resumes on 2 ranks of one node (another layout,
+#    the same global batch) and after 2 more steps is within 1e-12 of the
+#    one-node 4-rank checkpoint resumed on 4;
 #  - 4 ranks as 2+2 on 2 nodes and as 2+1+1 on 3 nodes write checkpoints
 #    bit-identical to 4 ranks on one node (mpiexec -np 4 on the host): every
 #    dataset, and every attribute but the run's random id and the attributes'
@@ -68,6 +73,20 @@ for r in c22 c211; do
   if grep -q "^dstrain train: .* 4 ranks x batch 2" "$work/$r.out"; then ok
   else bad "$r: no banner with 4 ranks: $(head -3 "$work/$r.out")"; fi
 done
+# the start names the layout once: which ranks run on which node
+if grep -qx "ranks on 2 nodes: node1 ranks 0-1, node2 ranks 2-3" "$work/c22.out" &&
+   grep -qx "ranks on 3 nodes: node1 ranks 0-1, node2 rank 2, node3 rank 3" "$work/c211.out" &&
+   [ "$(grep -c '^ranks on ' "$work/c22.out")" -eq 1 ]; then ok
+else bad "the layout line: $(grep '^ranks on ' "$work/c22.out" "$work/c211.out")"; fi
+
+# resume on another layout: the 2-node checkpoint goes on for 2 steps on 2
+# ranks of one node (the same global batch), against the one-node 4-rank
+# checkpoint going on as 4 ranks; FP64, within 1e-12 (the sums' order differs)
+resume=(--steps 7 --resume auto --checkpoint-every 7)
+run c22_on2 timeout 120 mpiexec -np 2 "$bin" "${args[@]}" "${resume[@]}" --batch 4 --checkpoint-dir "$work/c22"
+run ref4_on4 timeout 120 mpiexec -np 4 "$bin" "${args[@]}" "${resume[@]}" --batch 2 --checkpoint-dir "$work/ref4"
+grep -q "resumed from .*step-00000005.h5: step 5" "$work/c22_on2.out" && ok ||
+  bad "the 2-node checkpoint did not resume on 2 ranks: $(tail -3 "$work/c22_on2.out")"
 
 if "$py" - "$work" "$ck" <<'PY'
 import sys, h5py, numpy as np
@@ -116,6 +135,19 @@ dopt = np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
 print(f"4 ranks (any layout) vs 1 rank with batch 8: parameters and BatchNorm statistics "
       f"max relative difference {worst:.3g} ({where}); optimizer state {dopt:.3g} (norm of all {len(opt)} tensors)")
 fail |= not (worst <= 1e-12 and dopt <= 1e-12)
+# resumed on another layout: step 7 of the 2-node run resumed on 2 ranks
+# against step 7 of the one-node 4-rank run resumed on 4
+try:
+    r2, _ = items(h5py.File(f"{w}/c22/step-00000007.h5", "r"))
+    r4, _ = items(h5py.File(f"{w}/ref4/step-00000007.h5", "r"))
+    worst = max(np.linalg.norm(r2[n] - r4[n]) / max(np.linalg.norm(r4[n]), 1e-300)
+                for n in r4 if n.startswith(("params/", "state/")))
+    print(f"2 nodes x 2 ranks resumed on 2 ranks of one node vs 4 ranks resumed on 4: "
+          f"max relative difference {worst:.3g}")
+    fail |= not worst <= 1e-12
+except OSError as e:
+    print(f"no step-7 checkpoint to compare: {e}")
+    fail = 1
 sys.exit(fail)
 PY
 then ok; else bad "checkpoints differ (see above)"; fi
