@@ -152,6 +152,41 @@ sys.exit(fail)
 PY
 then ok; else bad "checkpoints differ (see above)"; fi
 
+# a node with other data: the same path, /tmp/d.h5 (each node's own /tmp),
+# holds other recordings on node2; every rank refuses the run, rank 0 says so
+# once naming both nodes, and the job ends at once (no watchdog wait)
+mkdir -p "$work/feat" "$work/re"
+"$py" "$here/../lib/tones.py" "$work/feat" >/dev/null
+( cd "$work/feat" && "$bin" prep manifest ok.csv --out "$work/one.h5" --quiet >/dev/null 2>&1 )
+"$py" - "$work/feat" "$work/re" <<'PY'
+import sys, wave
+src, dst = sys.argv[1], sys.argv[2]
+for k in range(3):   # every sample one step up: the same lengths, other recordings
+    with wave.open(f"{src}/tone{k}.wav") as r:
+        p, x = r.getparams(), bytearray(r.readframes(r.getnframes()))
+    for i in range(0, len(x), 2):
+        v = int.from_bytes(x[i:i + 2], "little", signed=True)
+        x[i:i + 2] = max(-32768, min(32767, v + 1)).to_bytes(2, "little", signed=True)
+    with wave.open(f"{dst}/tone{k}.wav", "wb") as w:
+        w.setparams(p)
+        w.writeframes(bytes(x))
+PY
+cp "$work/feat/ok.csv" "$work/re/ok.csv"
+( cd "$work/re" && "$bin" prep manifest ok.csv --out "$work/other.h5" --quiet >/dev/null 2>&1 )
+for n in 1 2; do
+  src=$work/one.h5; [ "$n" -eq 2 ] && src=$work/other.h5
+  nsenter -t "$(cluster_holder "node$n")" -m cp "$src" /tmp/d.h5 || bad "copy to node$n's /tmp"
+done
+t=$(date +%s.%N)
+CLUSTER_SLOTS="1 1" cluster_mpiexec -np 2 "$bin" train --train /tmp/d.h5 --steps 1 --batch 1 \
+  --print-every 0 --timeout 60 >"$work/data.out" 2>&1
+rc=$? took=$(secs "$t")
+said=$(grep -c "differs between ranks" "$work/data.out")
+if [ "$rc" -ne 0 ] && [ "$said" -eq 1 ] && grep -q "on node1" "$work/data.out" &&
+   grep -q "on node2" "$work/data.out" && ! grep -q "waited .* for the other ranks" "$work/data.out"; then
+  ok; echo "other data on node2: refused in $took s, said once: $(grep -o -- '--train content[^;.]*' "$work/data.out" | head -1)"
+else bad "other data on node2: exit $rc, said $said times, $took s: $(tail -c 800 "$work/data.out")"; fi
+
 # leftovers: processes that escape the job (setsid) inside the nodes are ended by cluster_down
 # shellcheck disable=SC2016
 CLUSTER_SLOTS="1 1 1" cluster_mpiexec -np 3 sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 &' >/dev/null 2>&1
