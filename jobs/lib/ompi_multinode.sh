@@ -26,8 +26,9 @@
 # lost daemon (to end the job after a rank's watchdog called MPI_Abort), TCP
 # retransmits for about 15 minutes instead (net.ipv4.tcp_retries2). So
 # --timeout must exceed OMPI_NODE_LOST_S by a margin (dstrain's default,
-# 300 s, does), or mpiexec may hang after the ranks have ended (nothing
-# ends it then but a signal: tests/cluster/test_cluster_faults.sh shows it).
+# 300 s, does), or mpiexec may hang after the ranks have ended; the
+# launchers run ompi_guard beside it, which ends such an mpiexec
+# (tests/cluster/test_cluster_launcher.sh shows both).
 #
 #   orte_abort_on_non_zero_status 1: one rank's failure ends the job (Open
 #   MPI's default, stated so a site's openmpi-mca-params.conf cannot turn it
@@ -48,4 +49,26 @@ ompi_multinode_env() {
   done
   # shellcheck disable=SC2034,SC2154  # exported just above by name; read by the callers
   OMPI_NODE_LOST_S=$((OMPI_MCA_oob_tcp_keepalive_time + OMPI_MCA_oob_tcp_keepalive_intvl * OMPI_MCA_oob_tcp_keepalive_probes))
+}
+
+#   ompi_guard PID CONSOLE  (run in the background) ends mpiexec PID, with
+#                           its process group, when it is still running
+#                           OMPI_NODE_LOST_S + 10 s after a rank said it
+#                           ends the job ("ending the job" in CONSOLE, the
+#                           job's output): the mpiexec that writes to a lost
+#                           node for 15 minutes. Says so on stderr; returns
+#                           when PID ends.
+ompi_guard() {
+  local pid=$1 console=$2 grace=$((${OMPI_NODE_LOST_S:-11} + 10)) seen=
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ -z "$seen" ] && grep -q '; ending the job' "$console" 2>/dev/null; then seen=$SECONDS; fi
+    if [ -n "$seen" ] && [ $((SECONDS - seen)) -ge "$grace" ]; then
+      echo "jobs: mpiexec still runs $grace s after a rank ended the job (it waits on a lost node): ending it" >&2
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+      sleep 5
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+      return 0
+    fi
+    sleep 1
+  done
 }

@@ -135,11 +135,16 @@ console=$out/console.txt
 : >"$console"
 # the tees ignore the signals (they are in this script's process group): the
 # ranks' last lines, after the signal, must still come through
-exec {tee_out}> >(trap '' TERM INT USR1; exec tee -a "$console") \
-     {tee_err}> >(trap '' TERM INT USR1; exec tee -a "$console" >&2)
+exec {tee_out}> >(trap '' TERM INT USR1; exec tee -a "$console")
+tees=($!)
+exec {tee_err}> >(trap '' TERM INT USR1; exec tee -a "$console" >&2)
+tees+=($!)
 sessions=(); command -v setsid >/dev/null && sessions=(setsid)
 "${sessions[@]}" "${launch[@]}" "${threads[@]}" "$bin" "${args[@]}" </dev/null 1>&"$tee_out" 2>&"$tee_err" &
 pid=$!
+# an mpiexec left waiting on a lost node after the ranks ended is ended (ompi_multinode.sh)
+ompi_guard "$pid" "$console" {tee_out}>&- {tee_err}>&- &
+guard=$!
 stopping=
 for sig in TERM INT USR1; do
   # shellcheck disable=SC2064  # the signal's name is fixed now
@@ -151,8 +156,16 @@ while :; do
   kill -0 "$pid" 2>/dev/null || break   # a trap interrupted the wait: wait again
 done
 trap - TERM INT USR1
+kill -KILL "$guard" 2>/dev/null || true   # its work ends with mpiexec; never waited on (a
+                                          # wait on it was seen to block here)
 exec {tee_out}>&- {tee_err}>&-
-wait   # the tees: the console is complete
+# the tees end when every writer has closed: mpiexec's children do at once,
+# but an agent left to a lost node (ssh, its remote daemon) may hold the
+# pipe for many minutes: they get 5 s, then the console is what came
+for t in "${tees[@]}"; do
+  for ((i = 0; i < 50; i++)); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$t" 2>/dev/null || true   # they ignore TERM, above
+done
 if [ -n "$stopping" ] && [ "$rc" -ne 75 ] && grep -q '^stopped by .* after step' "$console"; then
   echo "jobs/mpiexec/train.sh: mpiexec ended with $rc, but the ranks stopped after SIG$stopping as asked: exit 75" >&2
   rc=75

@@ -79,6 +79,29 @@ stop() {
 stop TERM group
 stop USR1 script
 
+# a short --timeout and a lost node: the ranks' watchdogs end the job before
+# the keepalive notices the node, so mpiexec writes to the lost daemon and
+# would retransmit for 15 minutes; the launcher's guard ends it. The
+# keepalive is slowed (10 s) so that the watchdog (--timeout 6) fires first,
+# as a site's longer keepalive or a short --timeout would.
+export CLUSTER_SLOTS="2 2"
+tl=$(date +%s.%N)
+OMPI_MCA_oob_tcp_keepalive_time=10 DSTRAIN_OUT=$work/lost NTASKS=4 DSTRAIN="$bin" DSTRAIN_STEPS=100000 \
+  DSTRAIN_BATCH=2 DSTRAIN_MAX_FRAMES=100 DSTRAIN_ARGS="--print-every 20 --timeout 6" \
+  timeout -k 5 120 bash "$repo/jobs/mpiexec/train.sh" >"$work/lost.out" 2>&1 &
+pid=$!
+for ((i = 0; i < 600; i++)); do grep -q '^step ' "$work/lost.out" && break; sleep 0.1; done
+tf=$(date +%s.%N)
+nsenter -t "$(cluster_holder node2)" -n ip link set eth0 down
+rc=0; wait "$pid" || rc=$?
+took=$(secs "$tf")
+nsenter -t "$(cluster_holder node2)" -n ip link set eth0 up
+echo "a lost node and --timeout 6 (keepalive 10 s): the launcher ended $took s after the link went down, exit $rc"
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && awk -v t="$took" 'BEGIN { exit !(t <= 75) }' &&
+   grep -q 'mpiexec still runs .* after a rank ended the job\|lost communication with a remote daemon' "$work/lost.out"; then ok
+  grep -o 'mpiexec still runs [^:]*\|lost communication with a remote daemon' "$work/lost.out" | head -1 | sed 's/^/  /'
+else bad "a lost node with a short --timeout: exit $rc after $took s (want non-zero within 75 s): $(grep -v '^step' "$work/lost.out" | tail -8)"; fi
+
 cluster_down >/dev/null 2>&1
 echo "test_cluster_launcher: $pass passed, $fail failed in $(secs "$t0") s"
 [ "$fail" -eq 0 ]
