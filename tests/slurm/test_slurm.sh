@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # The Slurm job scripts on a real, one-node Slurm started here for the test.
 # usage: test_slurm.sh PATH/TO/dstrain
 #
@@ -8,10 +9,11 @@
 #    and a slurm.conf for this host only (NodeAddr 127.0.0.1, CPUs and memory
 #    from `slurmd -C`, SlurmUser root, select/cons_tres, proctrack/linuxproc,
 #    task/none, MpiDefault pmix when the plugin is there, no accounting,
-#    ports 6817/6818 or the next free pair). slurmctld and slurmd run in the
-#    foreground as children of this script and talk over 127.0.0.1 only;
-#    nothing in /etc is changed.
-# 3. Waits (bounded) until sinfo shows the node idle, then runs, waiting for
+#    ports 6817/6818 or the next free pair; slurm_conf.sh, shared with the
+#    2-node test). slurmctld and slurmd run in the foreground as children of
+#    this script and talk over 127.0.0.1 only; nothing in /etc is changed.
+# 3. Waits (bounded) until sinfo shows the node idle, then runs (the jobs and
+#    their checks in slurm_jobs.sh, shared with the 2-node test), waiting for
 #    each job at most 300 s: `sbatch --ntasks=2 jobs/slurm/train.sbatch`
 #    (srun), `NTASKS=2 jobs/slurm/train-mpirun.sbatch` (submits itself; mpirun
 #    inside the allocation), and jobs/slurm/sweep.sh capped at 2 ranks; checks
@@ -32,7 +34,7 @@ bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 
 # The 2 tasks form one MPI job: rank 0 prints one banner saying "2 ranks" and one
 # 'done:' line. (mpi_required=0 would also accept 2 independent one-rank runs.)
-mpi_required=1
+mpi_required=1   # (slurm_jobs.sh)
 
 log() { printf 'test_slurm: %s\n' "$*"; }
 pass=0 fail=0
@@ -50,14 +52,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dstrain-slurm.XXXXXX")
 chmod 755 "$tmp"   # munged wants every directory above its socket searchable by all
 export SLURM_CONF=$tmp/slurm.conf
 pids=()            # daemons started here: munged, slurmctld, slurmd
+# shellcheck source=slurm_conf.sh
+. "$here/tests/slurm/slurm_conf.sh"
 
-# Ends one process by pid: TERM, up to 10 s, then KILL.
-stop_pid() {
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
-  kill -KILL "$pid" 2>/dev/null
-}
 # Processes other than this script whose environment carries this test's
 # SLURM_CONF: the daemons, slurmstepd and the job's tasks.
 ours() {
@@ -69,16 +66,12 @@ ours() {
   done
 }
 cleanup() {
-  local rc=$? i pid left
+  local rc=$? pid left
   trap - EXIT INT TERM
-  if [ -S "$tmp/munge/munge.socket" ] && [ -n "${pids[1]:-}" ]; then
-    scancel --quiet --user="$(id -un)" >/dev/null 2>&1
-    for i in $(seq 30); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 1; done
-  fi
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop_pid "${pids[$i]}"; done
-  wait 2>/dev/null
+  # shellcheck disable=SC2119  # no CLIENT prefix: slurmctld listens here
+  slurm_stop_all
   left=$(ours)
-  for pid in $left; do stop_pid "$pid"; done
+  for pid in $left; do slurm_stop_pid "$pid"; done
   [ -z "$left" ] || log "ended leftover processes: $left"
   if [ "${KEEP_SLURM_TEST:-0}" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
@@ -86,75 +79,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ---- munge: a private key and socket ----------------------------------------
-mkdir -p "$tmp/munge" && chmod 755 "$tmp/munge"
-if command -v mungekey >/dev/null; then
-  mungekey --create --keyfile="$tmp/munge/munge.key" >/dev/null 2>&1
-fi
-[ -s "$tmp/munge/munge.key" ] || head -c 1024 /dev/urandom >"$tmp/munge/munge.key"
-chmod 600 "$tmp/munge/munge.key"
-munged --foreground --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
-       --log-file="$tmp/munge/munged.log" --pid-file="$tmp/munge/munged.pid" \
-       --seed-file="$tmp/munge/munged.seed" >"$tmp/munge/stdout" 2>&1 &
-pids+=($!)
-for i in $(seq 50); do [ -S "$tmp/munge/munge.socket" ] && break; sleep 0.2; done
-munge -S "$tmp/munge/munge.socket" -n | unmunge -S "$tmp/munge/munge.socket" >/dev/null ||
-  { cat "$tmp/munge/munged.log" "$tmp/munge/stdout"; log "munged does not answer"; exit 1; }
-
-# ---- slurm.conf for this host -------------------------------------------------
+# ---- munge and slurm.conf for this host (slurm_conf.sh) -----------------------
+slurm_munge_start "$tmp/munge" || exit 1
+pids+=("$SLURM_MUNGED_PID")
 host=$(hostname -s)
-hw=$(slurmd -C | head -1)
-cpus=$(sed -nE 's/.* CPUs=([0-9]+).*/\1/p' <<<"$hw")
-mem=$(sed -nE 's/.* RealMemory=([0-9]+).*/\1/p' <<<"$hw")
-{ [ -n "$cpus" ] && [ -n "$mem" ]; } || { log "slurmd -C: $hw"; log "no CPUs or RealMemory there"; exit 1; }
-if [ "$cpus" -ge 2 ]; then node=${hw#NodeName=* }   # CPUs, boards, sockets, cores, threads, memory
-else node="CPUs=2 RealMemory=$mem"; fi             # 2 tasks even on 1 core (config_overrides)
+node=$(slurm_node_hw) || exit 1
 # The first pair of ports from 6817 that nothing on 127.0.0.1 accepts.
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port=6817
 while listening "$port" || listening $((port + 1)); do port=$((port + 2)); done
 dport=$((port + 1))
-mkdir -p "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/run" "$tmp/jobs"
-cat >"$SLURM_CONF" <<EOF
-# one-node Slurm for dstrain's slurm_train test (written by tests/slurm/test_slurm.sh)
-ClusterName=dstrain-test
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$port
-SlurmdPort=$dport
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$tmp/munge/munge.socket
-StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
-SlurmctldPidFile=$tmp/run/slurmctld.pid
-SlurmdPidFile=$tmp/run/slurmd.pid
-SlurmctldLogFile=$tmp/log/slurmctld.log
-SlurmdLogFile=$tmp/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-InactiveLimit=0
-KillWait=5
-MinJobAge=600
-NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 $node State=UNKNOWN
-PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
-EOF
-# srun reads slurm.conf even to list its MPI plugins
-if grep -qw pmix <<<"$(srun --mpi=list 2>&1)"; then
-  sed -i 's/^MpiDefault=none$/MpiDefault=pmix/' "$SLURM_CONF"
-fi
+mkdir -p "$tmp/jobs"
+slurm_conf_write "$SLURM_CONF" "$tmp" "$tmp/munge/munge.socket" "$port" "$dport" \
+  "$host" 127.0.0.1 "$node" "$host:127.0.0.1" || { log "writing slurm.conf failed"; exit 1; }
 mpidefault=$(sed -n 's/^MpiDefault=//p' "$SLURM_CONF")
 log "slurm.conf in $tmp: node $host ($node), ports $port/$dport, MpiDefault=$mpidefault"
 
@@ -169,130 +106,31 @@ for i in $(seq 60); do
   sleep 1
 done
 if [ "$state" != idle ]; then
-  tail -n 20 "$tmp/log/slurmctld.log" "$tmp/log/slurmd.log" "$tmp/log/"*.stdout
+  tail -n 20 "$tmp/log/"*.log "$tmp/log/"*.stdout
   log "the node is not idle after 60 s (state: '${state:-none}')"; exit 1
 fi
 ok "slurmctld and slurmd up, node $host idle"
 
-# ---- jobs ---------------------------------------------------------------------
-# check_train NAME OUTFILE METRICS: the job output shows 2 ranks trained to the end.
-check_train() {
-  local name=$1 out=$2 metrics=$3 banners dones lines mpi=1
-  banners=$(grep -c '^dstrain train: ' "$out")
-  dones=$(grep -c '^done: ' "$out")
-  if grep -q '^dstrain train: .* 2 ranks' "$out"; then
-    if [ "$banners" -eq 1 ] && [ "$dones" -eq 1 ]; then ok "$name: one banner with 2 ranks, one 'done:'"
-    else bad "$name: $banners banners and $dones 'done:' lines, expected 1 each from rank 0"; fi
-  elif [ "$mpi_required" = 0 ] && [ "$banners" -eq 2 ] && [ "$dones" -eq 2 ]; then
-    mpi=0
-    ok "$name: 2 tasks each trained to 'done:' (independent single-rank runs: dstrain has no MPI yet)"
-  else
-    bad "$name: no banner with '2 ranks' ($banners banners, $dones 'done:' lines)"
-  fi
-  # step records only: the log also holds each checkpoint's record
-  lines=$(grep -c '^{"step":' "$metrics" 2>/dev/null || echo 0)
-  if [ "$lines" -eq 20 ] && grep '^{"step":' "$metrics" | tail -n 1 | grep -q '^{"step":20,'; then
-    ok "$name: $metrics has 20 steps"
-  elif [ "$mpi" = 0 ] && grep -q '"step":20,' "$metrics"; then
-    # two independent processes wrote the same file over each other
-    ok "$name: $metrics reaches step 20 ($lines lines from 2 writers over each other)"
-  else
-    bad "$name: $metrics has $lines lines, last: $(tail -n 1 "$metrics" 2>/dev/null)"
-  fi
-}
-# wait_job ID SECONDS: until the job leaves the queue; fails unless it COMPLETED.
-wait_job() {
-  local id=$1 i state
-  for ((i = 0; i < $2; i++)); do
-    [ -z "$(squeue -h -j "$id" -o %i 2>/dev/null)" ] && break
-    sleep 1
-  done
-  state=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
-  echo "$state"
-  [ "$state" = COMPLETED ]
-}
-# run_job NAME SCRIPT [VAR=VALUE...]: the script with 2 tasks, waiting at most
-# 300 s, then check_train. Without VAR=VALUE: sbatch --ntasks=2 SCRIPT; with
-# them: the script run directly with those variables (NTASKS=2), so that it
-# submits itself.
-run_job() {
-  local name=$1 script=$2 out=$tmp/jobs/$1.out dir=$tmp/jobs/$1 id state t0
-  shift 2
-  t0=$(date +%s)
-  if [ $# -eq 0 ]; then
-    id=$(DSTRAIN=$bin DSTRAIN_OUT=$dir sbatch --parsable --ntasks=2 --job-name="$name" \
-           --output="$out" "$here/$script" 2>"$tmp/jobs/$name.err")
-  else
-    id=$(env "$@" DSTRAIN="$bin" DSTRAIN_OUT="$dir" SBATCH_ARGS="--parsable --job-name=$name --output=$out" \
-           "$here/$script" 2>"$tmp/jobs/$name.err")
-  fi
-  if [ -z "$id" ]; then bad "$name: sbatch failed: $(cat "$tmp/jobs/$name.err")"; return; fi
-  state=$(wait_job "$id" 300)
-  log "$name: job $id $state after $(($(date +%s) - t0)) s; output:"
-  sed 's/^/    /' "$out" 2>/dev/null
-  if [ "$state" != COMPLETED ]; then bad "$name: job $id ended ${state:-in an unknown state}"; return; fi
-  check_train "$name" "$out" "$dir/metrics-rank0.jsonl"
-}
+# ---- jobs (slurm_jobs.sh) -----------------------------------------------------
+# shellcheck disable=SC2034  # for slurm_jobs.sh
+jobs=$tmp/jobs
+SLURM_ON=()              # the client commands reach slurmctld from here
+JOB_SHAPE=(--ntasks=2)
+JOB_RANKS=2
+# shellcheck source=slurm_jobs.sh
+. "$here/tests/slurm/slurm_jobs.sh"
 run_job train-srun jobs/slurm/train.sbatch
 run_job train-mpirun jobs/slurm/train-mpirun.sbatch NTASKS=2
 
-# Preemption: the time-limit warning (what --signal=B:USR1@120 sends the
-# batch script) mid-run; the script passes it to the ranks, they checkpoint
-# and exit 75, the job requeues itself and the requeued run resumes; its
-# final parameters equal those of the same training run uninterrupted.
-preempt_job() {   # NAME SCRIPT
-  local name=$1 script=$2 dir=$tmp/jobs/$1 out=$tmp/jobs/$1.out id i t0 state restarts
-  local steps=40 opts="--checkpoint-every 5 --print-every 1"
-  t0=$(date +%s)
-  # Steps 9 to 20 take half a second more on rank 0 (DSTRAIN_FAULT=slow): the
-  # warning sent once 8 steps are logged lands mid-run, however fast the
-  # CPU runs tiny (a few ms a step: the whole run could end before it)
-  id=$(DSTRAIN_FAULT=slow:0:9-20 DSTRAIN=$bin DSTRAIN_OUT=$dir DSTRAIN_STEPS=$steps DSTRAIN_BATCH=2 DSTRAIN_MAX_FRAMES=120 \
-         DSTRAIN_ARGS="$opts" sbatch --parsable --ntasks=2 --job-name=$name --open-mode=append \
-         --output="$out" "$here/$script" 2>"$tmp/jobs/$name.err")
-  if [ -z "$id" ]; then bad "$name: sbatch failed: $(cat "$tmp/jobs/$name.err")"; return; fi
-  for i in $(seq 1 1200); do   # until 8 steps are logged (bounded: 120 s)
-    [ "$({ wc -l <"$dir/metrics-rank0.jsonl"; } 2>/dev/null || echo 0)" -ge 8 ] && break
-    sleep 0.1
-  done
-  scancel --signal=USR1 --batch "$id" || bad "$name: scancel --signal=USR1 --batch $id failed"
-  # Slurm makes a requeued job eligible 120 s later; the test starts it at
-  # once, but only when the old run's batch script and step have ended (the
-  # script's exit would end the new run's job; a step still ending takes the
-  # new run's step id)
-  for i in $(seq 1 600); do
-    restarts=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*Restarts=([0-9]+).*/\1/p')
-    state=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
-    [ "${restarts:-0}" -ge 1 ] && [ "$state" = PENDING ] &&
-      ! pgrep -f "slurmstepd: \[$id\." >/dev/null && break
-    sleep 0.2
-  done
-  # slurmd revokes the old run's credentials by the second: a new run
-  # started within the same second is refused ("Job credential revoked")
-  sleep 2
-  scontrol update jobid="$id" StartTime=now >/dev/null 2>&1
-  state=$(wait_job "$id" 300)
-  restarts=$(scontrol show job "$id" 2>/dev/null | sed -nE 's/.*Restarts=([0-9]+).*/\1/p')
-  log "$name: job $id $state after $(($(date +%s) - t0)) s, restarts ${restarts:-0}; output:"
-  sed 's/^/    /' "$out" 2>/dev/null
-  if [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && grep -q "requeueing job $id" "$out" &&
-     grep -q "stopped by User defined signal 1" "$out" && grep -q "^resumed from .*step-" "$out"; then
-    ok "$name: SIGUSR1 -> checkpoint, exit 75, requeued, resumed, COMPLETED"
-  else bad "$name: job $id ${state:-unknown}, restarts ${restarts:-0}"; return; fi
-  # the same run without the interruption, on 2 ranks outside Slurm
-  local ref=$tmp/jobs/$name-ref
+# the preempted run's reference: the same training on 2 ranks outside Slurm
+reference() {   # DIR DSTRAIN-ARGS...
+  local ref=$1; shift
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    timeout 300 mpiexec -np 2 "$bin" train --model tiny --synthetic --max-frames 120 --steps $steps \
-    --batch 2 $opts --checkpoint-dir "$ref" >"$ref.out" 2>&1 || bad "$name: reference run: $(tail -3 "$ref.out")"
-  local last; last=$(printf 'step-%08d.h5' $steps)
-  if (for g in /params /state /optim; do
-        h5diff -q "$dir/checkpoints/$last" "$ref/$last" "$g" "$g" >/dev/null 2>&1 || exit 1
-      done); then
-    ok "$name: parameters, BatchNorm and optimizer state equal the uninterrupted run's, bit for bit"
-  else bad "$name: the preempted and requeued job ends with other parameters than an uninterrupted run"; fi
+    timeout 300 mpiexec -np 2 "$bin" "$@" --checkpoint-dir "$ref" >"$ref.out" 2>&1 &
+  wait $!   # in the background: a signal's trap runs at once, with the test's output
 }
-preempt_job preempt-srun jobs/slurm/train.sbatch
-preempt_job preempt-mpirun jobs/slurm/train-mpirun.sbatch
+preempt_job preempt-srun jobs/slurm/train.sbatch reference
+preempt_job preempt-mpirun jobs/slurm/train-mpirun.sbatch reference
 
 # run_sweep NAME DIR [VAR=VALUE...]: jobs/slurm/sweep.sh at 1 and 2 ranks
 # into DIR, waiting for its gather job; its output logged. Fails (and logs
@@ -369,4 +207,4 @@ else
 fi
 
 log "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] || { tail -n 30 "$tmp/log/slurmctld.log" "$tmp/log/slurmd.log"; exit 1; }
+[ "$fail" -eq 0 ] || { tail -n 30 "$tmp/log/slurmctld.log" "$tmp/log/slurmd-"*.log; exit 1; }
