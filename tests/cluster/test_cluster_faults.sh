@@ -19,7 +19,8 @@
 # daemon, beside the start's "node2 ranks 2-3"), and within 10 s no process
 # of the job is left in either node, nor Open MPI's session folder
 # (/tmp/ompi.*) or shared memory (/dev/shm) on either node.
-# Then the link is up again and a node-local checkpoint folder (each node
+# Then the link is up again; SIGTERM to node2's ranks only: every rank
+# checkpoints and the job ends with 75. A node-local checkpoint folder (each node
 # has its own /tmp) is refused: "rank 2 on node2 does not see the checkpoint
 # folder", said once (by rank 0), the job ended within 10 s (no watchdog).
 # usage: test_cluster_faults.sh DSTRAIN WORKDIR   (WORKDIR outside /tmp)
@@ -94,6 +95,20 @@ fault kill 6 15
 fault stop 6 $((6 + 15))
 fault link $((OMPI_NODE_LOST_S + 10)) $((OMPI_NODE_LOST_S + 15))
 nsenter -t "$(cluster_holder node2)" -n ip link set eth0 up
+
+# preemption reaching one node only (a scheduler signalling node2's
+# ranks): every rank stops at the same step, writes the checkpoint, and the
+# job ends with 75
+tp=$(date +%s.%N)
+cluster_mpiexec -np 4 "$bin" "${train[@]}" --timeout 30 --checkpoint-dir "$work/pre/ck" >"$work/pre.out" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do grep -q '^step ' "$work/pre.out" && break; sleep 0.1; done
+read -r -a ranks <<<"$(cluster_procs node2 "dstrain train" | tr '\n' ' ')"
+kill -TERM "${ranks[@]}"
+rc=0; wait "$job" || rc=$?
+echo "SIGTERM to node2's ranks only: mpiexec exit $rc after $(secs "$tp") s; $(grep -h '^stopped by' "$work/pre.out")"
+if [ "$rc" -eq 75 ] && grep -q '^stopped by .* checkpoint ' "$work/pre.out" && ls "$work/pre/ck/"step-*.h5 >/dev/null 2>&1; then ok
+else bad "SIGTERM to node2's ranks: exit $rc (want 75 with a checkpoint): $(grep -v '^step' "$work/pre.out" | tail -8)"; fi
 
 # a checkpoint folder in each node's own /tmp: refused naming node2's ranks, once
 tc=$(date +%s.%N)
