@@ -72,3 +72,22 @@ ompi_guard() {
     sleep 1
   done
 }
+
+#   ompi_leftovers_script JOBID HNP_PID
+#                           prints a shell command that removes, on the
+#                           node it runs on, what Open MPI job JOBID
+#                           (OMPI_MCA_ess_base_jobid, its family the upper
+#                           16 bits) of mpiexec HNP_PID left there (a node
+#                           whose daemon was killed keeps it): its session
+#                           folders (TMPDIR or /tmp: ompi.HOST.UID/jf.FAMILY,
+#                           ompi.HOST.UID/pid.HNP_PID) and its shared memory
+#                           (/dev/shm/vader_segment.HOST.UID.FAMILY-in-hex*);
+#                           nothing of another job (orte-clean would end
+#                           every job of the user, of every user as root)
+ompi_leftovers_script() {
+  local fam=$(($1 >> 16))
+  # shellcheck disable=SC2016  # expanded on each node, not here
+  printf '%s' 'h=$(hostname); u=$(id -u); top=${TMPDIR:-/tmp}/ompi.$h.$u
+rm -f /dev/shm/vader_segment."$h.$u".'"$(printf %x "$fam")"'*
+rm -rf "$top/jf.'"$fam"'" "$top/pid.'"$2"'"; rmdir "$top" 2>/dev/null; true'
+}

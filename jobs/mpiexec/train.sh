@@ -100,9 +100,12 @@ ompi_multinode_env
 # on that node, worked out by each rank at its start (jobs/lib/rank_threads.sh)
 # unless OPENBLAS_NUM_THREADS is given (libgomp would start a thread per core
 # in every rank)
-threads=()
-if [ -z "${OPENBLAS_NUM_THREADS:-}" ]; then threads=("$repo/jobs/lib/rank_threads.sh")
-else export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$OPENBLAS_NUM_THREADS}; fi
+# (it keeps given counts; rank 0 records the job's Open MPI id for the
+# cleanup below)
+threads=("$repo/jobs/lib/rank_threads.sh")
+[ -n "${OPENBLAS_NUM_THREADS:-}" ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$OPENBLAS_NUM_THREADS}
+export DSTRAIN_JOB_RECORD=$out/.ompi-jobid
+rm -f "$DSTRAIN_JOB_RECORD"
 
 mpiexec=${MPIEXEC:-mpiexec}
 launch=("$mpiexec" -np "$ntasks" --bind-to "${DSTRAIN_BIND:-none}")
@@ -166,6 +169,16 @@ for t in "${tees[@]}"; do
   for ((i = 0; i < 50; i++)); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$t" 2>/dev/null || true   # they ignore TERM, above
 done
+# a job that failed may leave, on a node whose daemon was killed, its
+# session folder and shared memory: one process per node removes this
+# job's (ompi_multinode.sh), bounded
+jobid=$(cat "$out/.ompi-jobid" 2>/dev/null || true)
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && [ -n "$jobid" ]; then
+  clean=("$mpiexec" --map-by ppr:1:node)
+  [ -n "${HOSTFILE:-}" ] && clean+=(--hostfile "$HOSTFILE")
+  timeout -k 5 30 "${clean[@]}" sh -c "$(ompi_leftovers_script "$jobid" "$pid")" </dev/null >/dev/null 2>&1 ||
+    echo "jobs/mpiexec/train.sh: the nodes' cleanup after the failed job did not finish (exit $?)" >&2
+fi
 if [ -n "$stopping" ] && [ "$rc" -ne 75 ] && grep -q '^stopped by .* after step' "$console"; then
   echo "jobs/mpiexec/train.sh: mpiexec ended with $rc, but the ranks stopped after SIG$stopping as asked: exit 75" >&2
   rc=75

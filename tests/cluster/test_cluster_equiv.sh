@@ -85,8 +85,8 @@ else bad "the layout line: $(grep '^ranks on ' "$work/c22.out" "$work/c211.out")
 resume=(--steps 7 --resume auto --checkpoint-every 7)
 run c22_on2 timeout 120 mpiexec -np 2 "$bin" "${args[@]}" "${resume[@]}" --batch 4 --checkpoint-dir "$work/c22"
 run ref4_on4 timeout 120 mpiexec -np 4 "$bin" "${args[@]}" "${resume[@]}" --batch 2 --checkpoint-dir "$work/ref4"
-grep -q "resumed from .*step-00000005.h5: step 5" "$work/c22_on2.out" && ok ||
-  bad "the 2-node checkpoint did not resume on 2 ranks: $(tail -3 "$work/c22_on2.out")"
+if grep -q "resumed from .*step-00000005.h5: step 5" "$work/c22_on2.out"; then ok
+else bad "the 2-node checkpoint did not resume on 2 ranks: $(tail -3 "$work/c22_on2.out")"; fi
 
 if "$py" - "$work" "$ck" <<'PY'
 import sys, h5py, numpy as np

@@ -79,13 +79,32 @@ stop() {
 stop TERM group
 stop USR1 script
 
+# a node killed whole (its Open MPI daemon too, the node still up): the job
+# fails, and the launcher removes what the job left there (its session
+# folder and shared memory), which Open MPI does not
+export CLUSTER_SLOTS="2 2"
+DSTRAIN_OUT=$work/killed NTASKS=4 DSTRAIN="$bin" DSTRAIN_STEPS=100000 DSTRAIN_BATCH=2 DSTRAIN_MAX_FRAMES=100 \
+  DSTRAIN_ARGS="--print-every 20 --timeout 30" timeout -k 5 90 bash "$repo/jobs/mpiexec/train.sh" >"$work/killed.out" 2>&1 &
+pid=$!
+for ((i = 0; i < 600; i++)); do grep -q '^step ' "$work/killed.out" && break; sleep 0.1; done
+h2=$(cluster_holder node2)
+# shellcheck disable=SC2012  # names Open MPI makes: no odd characters
+before=$(ls -d "/proc/$h2/root/tmp/"ompi.* "/proc/$h2/root/dev/shm/"vader* 2>/dev/null | wc -l)
+read -r -a all2 <<<"$(cluster_procs node2 | tr '\n' ' ')"
+kill -KILL "${all2[@]}" 2>/dev/null
+rc=0; wait "$pid" || rc=$?
+# shellcheck disable=SC2012  # the same
+left=$(ls -d "/proc/$h2/root/tmp/"ompi.* "/proc/$h2/root/dev/shm/"vader* 2>/dev/null | sed "s|/proc/$h2/root||")
+echo "node2 killed whole (${#all2[@]} processes, $before session folders and segments): launcher exit $rc; left on node2: ${left:-nothing}"
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && [ "$before" -gt 0 ] && [ -z "$left" ]; then ok
+else bad "node2 killed whole: exit $rc, $before leftovers before, left after: ${left:-nothing}: $(grep -v '^step' "$work/killed.out" | tail -6)"; fi
+
 # a short --timeout and a lost node: the ranks' watchdogs end the job before
 # the keepalive notices the node, so mpiexec writes to the lost daemon and
 # would retransmit for 15 minutes; the launcher's guard ends it. The
 # keepalive is slowed (10 s) so that the watchdog (--timeout 6) fires first,
 # as a site's longer keepalive or a short --timeout would.
 export CLUSTER_SLOTS="2 2"
-tl=$(date +%s.%N)
 OMPI_MCA_oob_tcp_keepalive_time=10 DSTRAIN_OUT=$work/lost NTASKS=4 DSTRAIN="$bin" DSTRAIN_STEPS=100000 \
   DSTRAIN_BATCH=2 DSTRAIN_MAX_FRAMES=100 DSTRAIN_ARGS="--print-every 20 --timeout 6" \
   timeout -k 5 120 bash "$repo/jobs/mpiexec/train.sh" >"$work/lost.out" 2>&1 &
