@@ -141,14 +141,29 @@ cluster_procs() {
   return 0
 }
 
-# cluster_workdir DIR: a test's work folder, emptied, all nodes see it (not
-# under /tmp or /dev/shm); sets work to its real path and cd's there, or
-# prints "skipped: WHY" and returns 1 (the test exits 77)
+# cluster_workdir DIR: a test's work folder, emptied, that all nodes see:
+# every node has /tmp and /dev/shm of its own, so a DIR under them (a build
+# tree in /tmp) becomes a link to a folder under /var/tmp
+# (SIM_CLUSTER_SHARED), named after DIR and emptied by the next run; sets
+# work to the real path and cd's there, or prints "skipped: WHY" and returns
+# 1 (the test exits 77)
 cluster_workdir() {
-  rm -rf "$1" && mkdir -p "$1" && work=$(cd "$1" && pwd -P) || return 1
-  case $work/ in
-    /tmp/*|/dev/shm/*) echo "skipped: the work folder $work is under /tmp or /dev/shm, which the nodes do not share"; return 1 ;;
+  local real moved
+  rm -rf "$1" && mkdir -p "$1" && real=$(cd "$1" && pwd -P) || return 1
+  case $real/ in
+    /tmp/*|/dev/shm/*)
+      moved=${SIM_CLUSTER_SHARED:-/var/tmp}/dstrain-cluster-$(printf %s "$real" | cksum | cut -d' ' -f1)
+      if ! { rm -rf "$moved" && mkdir -p "$moved" && rmdir "$1" && ln -s "$moved" "$1"; }; then
+        echo "skipped: no shared folder for the nodes ($moved)"
+        return 1
+      fi
+      real=$(cd "$moved" && pwd -P) || return 1
+      echo "the nodes' shared folder: $real (linked from $1: $1 is under /tmp or /dev/shm, of which every node has its own)"
+      case $real/ in
+        /tmp/*|/dev/shm/*) echo "skipped: $real is under /tmp or /dev/shm, which the nodes do not share"; return 1 ;;
+      esac ;;
   esac
+  work=$real
   cd "$work" || return 1
 }
 

@@ -20,7 +20,7 @@
 #    nothing of the cluster remains: no holder, no process in its
 #    namespaces, the host's network interfaces as before; a test ended by
 #    TERM mid-job (after a job that failed) tears its cluster down in its trap.
-# usage: test_cluster_equiv.sh DSTRAIN WORKDIR [PYTHON]   (WORKDIR outside /tmp)
+# usage: test_cluster_equiv.sh DSTRAIN WORKDIR [PYTHON]   (a WORKDIR under /tmp becomes a link to /var/tmp: sim_cluster.sh)
 # Not root, no ip/unshare/nsenter, or namespaces refused: "skipped: ..." and exit 77.
 set -uo pipefail
 bin=$(readlink -f "$1") work=$2 py=${3:-/usr/bin/python3}
@@ -30,11 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=sim_cluster.sh
 . "$here/sim_cluster.sh"
 cluster_check || exit 77
-rm -rf "$work" && mkdir -p "$work" && work=$(cd "$work" && pwd -P)
-case $work/ in   # the shared cluster folder: every node has /tmp and /dev/shm of its own
-  /tmp/*|/dev/shm/*) echo "skipped: the work folder $work is under /tmp or /dev/shm, which the nodes do not share"; exit 77 ;;
-esac
-cd "$work" || exit 1
+cluster_workdir "$work" || exit 77   # the shared cluster folder
 t0=$(date +%s.%N)
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 

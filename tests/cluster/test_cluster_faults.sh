@@ -23,7 +23,7 @@
 # checkpoints and the job ends with 75. A node-local checkpoint folder (each node
 # has its own /tmp) is refused: "rank 2 on node2 does not see the checkpoint
 # folder", said once (by rank 0), the job ended within 10 s (no watchdog).
-# usage: test_cluster_faults.sh DSTRAIN WORKDIR   (WORKDIR outside /tmp)
+# usage: test_cluster_faults.sh DSTRAIN WORKDIR   (a WORKDIR under /tmp becomes a link to /var/tmp: sim_cluster.sh)
 # DSTRAIN_TEST_NO_KEEPALIVE=1: without the settings (shows the hang; each
 # job is then killed at SIM_CLUSTER_TIMEOUT, 60 s).
 set -uo pipefail

@@ -16,7 +16,7 @@
 #    checkpoint and stop, the launcher exits 75, no rank is left (before:
 #    mpiexec, given SIGTERM, ended with 1; the script, killed by SIGUSR1,
 #    left mpiexec training).
-# usage: test_cluster_launcher.sh DSTRAIN WORKDIR   (WORKDIR outside /tmp)
+# usage: test_cluster_launcher.sh DSTRAIN WORKDIR   (a WORKDIR under /tmp becomes a link to /var/tmp: sim_cluster.sh)
 set -uo pipefail
 bin=$(readlink -f "$1") work=$2
 here=$(cd "$(dirname "$0")" && pwd)

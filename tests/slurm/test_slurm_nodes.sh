@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 # The Slurm job scripts on a 2-node Slurm (issue 39): slurmctld and a slurmd
 # per node on a cluster simulated on this machine (tests/cluster/sim_cluster.sh).
-# usage: test_slurm_nodes.sh PATH/TO/dstrain WORKDIR   (WORKDIR outside /tmp)
+# usage: test_slurm_nodes.sh PATH/TO/dstrain WORKDIR   (a WORKDIR under /tmp becomes a link to /var/tmp: sim_cluster.sh)
 #
 # 1. cluster_up 2: node1 and node2, each its own network, UTS and mount
 #    namespaces, /tmp and /dev/shm, addresses 10.213.39.1 and .2 on a bridge;
@@ -51,10 +51,7 @@ cluster_check || exit 77
 for c in slurmctld slurmd sbatch munged munge h5diff; do
   command -v "$c" >/dev/null || { echo "skipped: no $c on PATH (scripts/install-slurm.sh)"; exit 77; }
 done
-rm -rf "$work" && mkdir -p "$work" && work=$(cd "$work" && pwd -P) || exit 1
-case $work/ in   # the shared cluster folder: every node has /tmp and /dev/shm of its own
-  /tmp/*|/dev/shm/*) echo "skipped: the work folder $work is under /tmp or /dev/shm, which the nodes do not share"; exit 77 ;;
-esac
+cluster_workdir "$work" || exit 77   # the shared cluster folder
 chmod 755 "$work"   # munged wants every folder above its socket searchable by all
 export SLURM_CONF=$work/slurm.conf
 jobs=$work/jobs
