@@ -14,7 +14,8 @@
 #  - each node is a holder process made by `unshare --net --uts --mount`
 #    (a `sleep` renamed TAG:nodeK, TAG = sim-cluster-PID-RANDOM): hostname
 #    nodeK in its UTS namespace; in its mount namespace (a private copy of the
-#    host's) tmpfs on /tmp and /dev/shm, so nodes share neither (Open MPI's
+#    host's) tmpfs on /tmp and /dev/shm (a checkout under /tmp, and the
+#    folders in SIM_CLUSTER_KEEP, bound back in), so nodes share neither (Open MPI's
 #    session folders, shared memory), and the cluster's hosts file bound over
 #    /etc/hosts, so node names resolve; the rest of the file tree is the
 #    host's, the shared cluster folder. The work folder must therefore not be
@@ -71,6 +72,9 @@
 
 SIM_CLUSTER_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SIM_CLUSTER_NET=${SIM_CLUSTER_NET:-10.213.39}
+
+# the checkout this library is in: kept visible in the nodes when under /tmp
+_cluster_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 
 _cluster_say() { printf 'sim_cluster: %s\n' "$*" >&2; }
 
@@ -228,8 +232,24 @@ _cluster_wire() {
     nsenter -t "$sw" -n ip link set "sw-node$k" master br0 up || return 1
     nsenter -t "$pid" -n sh -c "ip link set lo up && ip addr add $SIM_CLUSTER_NET.$k/24 dev eth0 && ip link set eth0 up" || return 1
     nsenter -t "$pid" -u hostname "node$k" || return 1
-    nsenter -t "$pid" -m sh -c "mount -t tmpfs -o mode=1777 sim-tmp /tmp && mount -t tmpfs -o mode=1777 sim-shm /dev/shm &&
-                                mount --bind '$dir/hosts' /etc/hosts" || return 1
+    # a checkout (or SIM_CLUSTER_KEEP's folders) under /tmp stays visible in
+    # the node's own /tmp: bound aside in $dir, then back at its path
+    local keep=() kp i=0 cmd=""
+    for kp in "$_cluster_repo" ${SIM_CLUSTER_KEEP:-}; do
+      case $kp/ in /tmp/*) keep+=("$kp") ;; esac
+    done
+    for kp in "${keep[@]}"; do
+      mkdir -p "$dir/keep/$k.$i" || return 1
+      cmd+="mount --bind '$kp' '$dir/keep/$k.$i' && "
+      i=$((i + 1))
+    done
+    cmd+="mount -t tmpfs -o mode=1777 sim-tmp /tmp && mount -t tmpfs -o mode=1777 sim-shm /dev/shm && "
+    i=0
+    for kp in "${keep[@]}"; do
+      cmd+="mkdir -p '$kp' && mount --bind '$dir/keep/$k.$i' '$kp' && umount '$dir/keep/$k.$i' && "
+      i=$((i + 1))
+    done
+    nsenter -t "$pid" -m sh -c "$cmd mount --bind '$dir/hosts' /etc/hosts" || return 1
     echo "node$k $pid" >>"$dir/nodes"
   done
 }

@@ -58,7 +58,7 @@ for layout in "2 2" "2 1 1"; do
   want=$(k=0; n=0; for s in $layout; do n=$((n + 1)); for ((i = 0; i < s; i++)); do
            echo "$k node$n ompi.node$n.0"; k=$((k + 1)); done; done)
   # shellcheck disable=SC2016
-  got=$(CLUSTER_SLOTS=$layout cluster_mpiexec -np 4 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname) $(ls /tmp)"' 2>&1 | sort -n)
+  got=$(CLUSTER_SLOTS=$layout cluster_mpiexec -np 4 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname) $(cd /tmp && ls -d ompi.* 2>/dev/null)"' 2>&1 | sort -n)
   if [ "$got" = "$want" ]; then ok; echo "layout $layout: $(echo "$got" | cut -d' ' -f2 | tr '\n' ' ')"
   else bad "layout $layout: ranks, hosts and /tmp: $got (want: $want)"; fi
 done
