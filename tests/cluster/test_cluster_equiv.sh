@@ -154,19 +154,7 @@ then ok; else bad "checkpoints differ (see above)"; fi
 mkdir -p "$work/feat" "$work/re"
 "$py" "$here/../lib/tones.py" "$work/feat" >/dev/null
 ( cd "$work/feat" && "$bin" prep manifest ok.csv --out "$work/one.h5" --quiet >/dev/null 2>&1 )
-"$py" - "$work/feat" "$work/re" <<'PY'
-import sys, wave
-src, dst = sys.argv[1], sys.argv[2]
-for k in range(3):   # every sample one step up: the same lengths, other recordings
-    with wave.open(f"{src}/tone{k}.wav") as r:
-        p, x = r.getparams(), bytearray(r.readframes(r.getnframes()))
-    for i in range(0, len(x), 2):
-        v = int.from_bytes(x[i:i + 2], "little", signed=True)
-        x[i:i + 2] = max(-32768, min(32767, v + 1)).to_bytes(2, "little", signed=True)
-    with wave.open(f"{dst}/tone{k}.wav", "wb") as w:
-        w.setparams(p)
-        w.writeframes(bytes(x))
-PY
+"$py" "$here/../lib/rerecord.py" "$work/feat" "$work/re"
 cp "$work/feat/ok.csv" "$work/re/ok.csv"
 ( cd "$work/re" && "$bin" prep manifest ok.csv --out "$work/other.h5" --quiet >/dev/null 2>&1 )
 for n in 1 2; do

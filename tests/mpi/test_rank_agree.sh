@@ -26,19 +26,7 @@ host=$(hostname)
 # validation sets of other words (val.h5, val2.h5, melval.h5)
 mkdir -p "$work/feat" "$work/re"
 "$py" "$(dirname "$0")/../lib/tones.py" "$work/feat"
-"$py" - "$work/feat" "$work/re" <<'PY'
-import sys, wave
-src, dst = sys.argv[1], sys.argv[2]
-for k in range(3):   # every sample one step up: the same lengths, other recordings
-    with wave.open(f"{src}/tone{k}.wav") as r:
-        p, x = r.getparams(), bytearray(r.readframes(r.getnframes()))
-    for i in range(0, len(x), 2):
-        v = int.from_bytes(x[i:i + 2], "little", signed=True)
-        x[i:i + 2] = max(-32768, min(32767, v + 1)).to_bytes(2, "little", signed=True)
-    with wave.open(f"{dst}/tone{k}.wav", "wb") as w:
-        w.setparams(p)
-        w.writeframes(bytes(x))
-PY
+"$py" "$(dirname "$0")/../lib/rerecord.py" "$work/feat" "$work/re"
 cd "$work/feat" || exit 1
 for k in 3 4 5 6 7; do cp "tone$((k % 3)).wav" "tone$k.wav"; done
 cp ok.csv "$work/re/ok.csv"
